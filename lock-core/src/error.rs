@@ -1,0 +1,123 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Everything that can go wrong while taking, keeping or giving back a lease.
+///
+/// Each message says what happened and what to do about it. The enum is
+/// `#[non_exhaustive]`: match the variants you act on and keep a fallback arm.
+///
+/// Contention is *not* an error: [`Lock::acquire`](crate::Lock::acquire) returns
+/// `Ok(None)` and [`Lock::run`](crate::Lock::run) returns `Ok(None)` when somebody
+/// else holds the lock.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock name is unusable (for example, empty).
+    #[error("invalid lock name {name:?}: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Why it was refused and what to use instead.
+        reason: &'static str,
+    },
+
+    /// The TTL is zero or longer than the store can keep.
+    #[error("invalid ttl {ttl:?} for lock `{key}`: {reason}")]
+    InvalidTtl {
+        /// The key of the lock the TTL was given for.
+        key: String,
+        /// The TTL as given.
+        ttl: Duration,
+        /// Why it was refused and what to use instead.
+        reason: String,
+    },
+
+    /// The store failed to carry out an operation (connection lost, timeout,
+    /// protocol error...). The lock's state is whatever the store last recorded.
+    #[error(
+        "lock store failed to {operation} `{key}`: {source}; check that the store is reachable, then retry"
+    )]
+    Store {
+        /// What was being done: `"acquire"`, `"release"`, `"extend"`...
+        operation: &'static str,
+        /// The key it was done on.
+        key: String,
+        /// The store's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// [`registry::install`](crate::registry::install) was called twice.
+    #[error(
+        "a default lock manager is already installed; install it once at startup, \
+         use `registry::install_named` for more managers, or `registry::with_manager` in tests"
+    )]
+    AlreadyInstalled,
+
+    /// [`registry::install_named`](crate::registry::install_named) was called twice with one name.
+    #[error(
+        "a lock manager named `{name}` is already installed; pick another name or install it once at startup"
+    )]
+    NameTaken {
+        /// The name that is already taken.
+        name: String,
+    },
+
+    /// [`registry::manager_named`](crate::registry::manager_named) found no manager of that name.
+    #[error(
+        "no lock manager named `{name}` is installed; call `lock_core::registry::install_named(\"{name}\", manager)` at startup"
+    )]
+    UnknownManager {
+        /// The name that was asked for.
+        name: String,
+    },
+}
+
+impl Error {
+    /// Wraps a store's own error, saying which operation on which key failed.
+    ///
+    /// Store implementations use this so every store error reads the same way.
+    pub fn store(
+        operation: &'static str,
+        key: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Store {
+            operation,
+            key: key.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_std_error<T: std::error::Error + Send + Sync + 'static>() {}
+
+    #[test]
+    fn the_error_is_a_thread_safe_std_error() {
+        assert_std_error::<Error>();
+    }
+
+    #[test]
+    fn a_store_error_names_the_operation_the_key_and_the_cause() {
+        let err = Error::store("release", "lock:jobs", "connection reset");
+        let text = err.to_string();
+        assert!(text.contains("release"), "operation missing from {text:?}");
+        assert!(text.contains("lock:jobs"), "key missing from {text:?}");
+        assert!(
+            text.contains("connection reset"),
+            "cause missing from {text:?}"
+        );
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "the cause must be reachable as source()"
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Named leases across tasks, processes and machines.
+//!
+//! A lease is a lock with an expiry: whoever holds the name `reports:acme`
+//! runs the work, everyone else is told `None` (or waits a while), and if the
+//! holder dies the store lets the lease go when its TTL runs out.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+//! use std::time::Duration;
+//! use lock_core::LockManager;
+//!
+//! let locks = LockManager::memory();
+//! let lock = locks
+//!     .lock("reports:acme", Duration::from_secs(600))
+//!     .wait_for(Duration::from_secs(2));
+//!
+//! match lock.run(async { Ok::<_, lock_core::Error>(build_report()) }).await? {
+//!     Some(report) => println!("built {report}"),
+//!     None => println!("someone else is building it"),
+//! }
+//! # Ok(()) }
+//! # fn build_report() -> &'static str { "report" }
+//! ```
+//!
+//! # The pieces
+//!
+//! - [`LockManager`]: a store plus a key prefix; hands out [`Lock`]s.
+//! - [`Lock`]: a named lease not yet held; [`Lock::acquire`] and [`Lock::run`].
+//! - [`LockGuard`]: a held lease; release, extend, keep. Dropping it releases.
+//! - [`LockStore`]: where leases live. [`MemoryStore`] is built in.
+//! - [`registry`]: the application-wide manager.
+//!
+//! # What goes wrong without this
+//!
+//! Jobs that must not overlap (a nightly export, a cache rebuild, a payment
+//! batch) run twice when two servers, two workers or two retries start them
+//! at once. A process-local mutex cannot see the other servers; a lock without
+//! an expiry stays locked forever when its holder crashes; a lock released
+//! without checking its owner frees someone else's lease after an overrun.
+//!
+//! # The guarantee, stated honestly
+//!
+//! A lease, not a mutex. While a holder's lease is live, nobody else acquires
+//! it, and release and extend only ever act on the caller's own lease. But a
+//! holder that overruns its TTL loses the lease and may run alongside the next
+//! holder: choose TTLs above the work's longest run, and extend long work.
+//! A [`MemoryStore`] excludes tasks of one process only; [`LockManager::is_shared`]
+//! says whether a manager's locks reach other processes.
+
+mod error;
+mod guard;
+mod lock;
+mod manager;
+mod owner;
+pub mod registry;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use guard::LockGuard;
+pub use lock::Lock;
+pub use manager::{DEFAULT_PREFIX, LockManager};
+pub use owner::Holder;
+pub use store::{LockStore, MemoryStore};

@@ -1,0 +1,117 @@
+//! [`LockManager`]: a store, a key prefix, and the factory for [`Lock`]s.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Lock, LockStore, MemoryStore};
+
+/// The prefix every key gets unless [`LockManager::with_prefix`] says otherwise.
+pub const DEFAULT_PREFIX: &str = "lock:";
+
+/// Hands out [`Lock`]s over one store, under one key prefix.
+///
+/// Cheap to clone: clones share the store. Build one at startup and install it
+/// with [`registry::install`](crate::registry::install) so `#[locked]`
+/// functions use it, or keep it and call [`lock`](LockManager::lock) yourself.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::LockManager;
+///
+/// let locks = LockManager::memory().with_prefix("billing:");
+/// let lock = locks.lock("invoice-run", Duration::from_secs(600));
+/// assert_eq!(lock.key(), "billing:invoice-run");
+///
+/// let ran = lock.run(async { Ok::<_, lock_core::Error>("sent") }).await?;
+/// assert_eq!(ran, Some("sent"));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockManager {
+    store: Arc<dyn LockStore>,
+    prefix: Arc<str>,
+    declared_shared: bool,
+}
+
+impl LockManager {
+    /// A manager over `store`, with the default prefix `"lock:"`.
+    pub fn new(store: impl LockStore) -> LockManager {
+        LockManager {
+            store: Arc::new(store),
+            prefix: Arc::from(DEFAULT_PREFIX),
+            declared_shared: false,
+        }
+    }
+
+    /// A manager over a fresh in-process [`MemoryStore`].
+    ///
+    /// Its locks exclude tasks and threads of this process only; see
+    /// [`is_shared`](LockManager::is_shared).
+    pub fn memory() -> LockManager {
+        LockManager::new(MemoryStore::new())
+    }
+
+    /// The same manager with every key prefixed by `prefix` instead of `"lock:"`.
+    ///
+    /// Use one prefix per application sharing a store, so their lock names
+    /// cannot collide.
+    #[must_use = "with_prefix returns a new manager and leaves this one unchanged"]
+    pub fn with_prefix(self, prefix: impl Into<String>) -> Self {
+        LockManager {
+            prefix: Arc::from(prefix.into()),
+            ..self
+        }
+    }
+
+    /// The same manager, vouching that its store is shared across processes
+    /// even though the store does not say so itself.
+    ///
+    /// Only for setups the library cannot see: for example a memory store in
+    /// an application that is guaranteed to run as a single process.
+    #[must_use = "declared_shared returns a new manager and leaves this one unchanged"]
+    pub fn declared_shared(self) -> Self {
+        LockManager {
+            declared_shared: true,
+            ..self
+        }
+    }
+
+    /// True when this manager's locks exclude other processes too: the store
+    /// is shared (and atomic), or the manager was [declared
+    /// shared](LockManager::declared_shared).
+    ///
+    /// A memory manager says `false`: two processes each get the lock.
+    pub fn is_shared(&self) -> bool {
+        self.declared_shared || self.store.is_shared()
+    }
+
+    /// A lock named `name`, whose lease lasts `ttl` unless released or
+    /// extended first. Nothing is acquired yet.
+    ///
+    /// The name is checked when the lock is used: an empty name, a zero TTL or
+    /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
+    pub fn lock(&self, name: impl Into<String>, ttl: Duration) -> Lock {
+        Lock::new(self.clone(), name.into(), ttl)
+    }
+
+    /// The store this manager works on.
+    pub fn store(&self) -> &Arc<dyn LockStore> {
+        &self.store
+    }
+
+    /// The prefix put before every lock name to make its key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("prefix", &self.prefix)
+            .field("shared", &self.is_shared())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,226 @@
+//! Where leases live: the [`LockStore`] trait, its contract, and the stores.
+//!
+//! A store keeps, per key, at most one lease: an owner token and an expiry.
+//! Everything above it ([`LockManager`](crate::LockManager), [`Lock`](crate::Lock),
+//! [`LockGuard`](crate::LockGuard)) is written against this trait alone, so a
+//! new backend is one implementation of it plus a run of the shared contract
+//! test suite.
+//!
+//! # The contract
+//!
+//! Every store must give these guarantees; the lock semantics rest on them.
+//!
+//! - **Acquire is one atomic "set if absent, with TTL".** Two concurrent
+//!   acquires of one free key never both succeed. An expired lease counts as
+//!   absent. When the key is held, the attempt fails fast and reports the
+//!   holder's remaining TTL so a waiter can sleep exactly that long.
+//! - **Release is one atomic compare-and-delete** on the owner token: it
+//!   removes the lease only if the token still matches, and says whether it
+//!   did. A release after the lease expired and moved on never touches the new
+//!   holder's lease.
+//! - **Extend is one atomic compare-and-expire**: it resets the TTL only if the
+//!   token still matches. Never read-then-write: between the two, the lease can
+//!   expire and pass to someone else.
+//! - **TTLs run on the store's clock** (a monotonic `Instant` in memory, the
+//!   server's clock for Redis), never by comparing wall clocks across machines.
+//! - **Waking waiters.** When asked for a [`Wakeup`] (`AcquireRequest::wake`),
+//!   a store that can observe releases returns one that resolves after any
+//!   release or force-release of the key that happens *after* the attempt was
+//!   evaluated. It must be registered before the attempt is decided, so that a
+//!   release racing with the attempt is never missed. Stores that cannot
+//!   observe releases return no wakeup; waiters then sleep for the holder's
+//!   remaining TTL.
+//! - **Bad input is an error**, never a panic: a TTL above
+//!   [`max_ttl`](LockStore::max_ttl) is refused before it reaches the store.
+//! - [`is_shared`](LockStore::is_shared) is true only when leases are visible
+//!   to other processes *and* acquire is atomic across them.
+//!
+//! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::{Holder, Result};
+
+/// A boxed, `Send` future: what [`LockStore`] methods return, so the trait stays object safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One acquire attempt, as handed to [`LockStore::acquire`].
+///
+/// Built by [`Lock`](crate::Lock); stores read it. It is `Copy`, so a store
+/// that wraps another can pass it on unchanged.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct AcquireRequest<'a> {
+    /// The full key (manager prefix + lock name).
+    pub key: &'a str,
+    /// The owner token to store as the lease's value.
+    pub token: &'a str,
+    /// How long the lease lasts unless released or extended first. Never zero,
+    /// never above [`LockStore::max_ttl`].
+    pub ttl: Duration,
+    /// Whether the caller will wait: when the key is held, return a [`Wakeup`]
+    /// if the store can observe releases.
+    pub wake: bool,
+}
+
+impl<'a> AcquireRequest<'a> {
+    /// A request for `key`, stored under `token`, for `ttl`, not waiting.
+    ///
+    /// Mostly for store tests; [`Lock`](crate::Lock) builds these itself.
+    pub fn new(key: &'a str, token: &'a str, ttl: Duration) -> Self {
+        AcquireRequest {
+            key,
+            token,
+            ttl,
+            wake: false,
+        }
+    }
+
+    /// The same request, asking for a [`Wakeup`] when the key is held.
+    pub fn waking(mut self) -> Self {
+        self.wake = true;
+        self
+    }
+}
+
+/// The outcome of one acquire attempt.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The lease is ours.
+    Acquired {
+        /// A fencing token, from stores that keep one; `None` otherwise.
+        fence: Option<u64>,
+    },
+    /// Somebody else holds the key.
+    Held {
+        /// How long the holder's lease has left, as the store sees it.
+        remaining: Duration,
+        /// Resolves once the key is released, when the request asked for it and
+        /// the store can observe releases.
+        wakeup: Option<Wakeup>,
+    },
+}
+
+/// A future that resolves when a held key is released.
+///
+/// Returned inside [`Attempt::Held`]. It may also resolve spuriously; the
+/// waiter simply tries again.
+#[must_use = "a wakeup does nothing unless awaited"]
+pub struct Wakeup(BoxFuture<'static, ()>);
+
+impl Wakeup {
+    /// Wraps the store's own release signal.
+    pub fn new(signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        Wakeup(Box::pin(signal))
+    }
+}
+
+impl Future for Wakeup {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Wakeup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Wakeup")
+    }
+}
+
+/// A place leases live. See the [module docs](self) for the contract every
+/// implementation must keep.
+pub trait LockStore: Send + Sync + 'static {
+    /// Atomically sets `request.key` to `request.token` with `request.ttl` if
+    /// no unexpired lease exists; otherwise reports the holder's remaining TTL.
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>>;
+
+    /// Atomically deletes the lease on `key` if its token is `token`.
+    ///
+    /// `Ok(true)`: it was ours and is gone. `Ok(false)`: it was not ours any
+    /// more (expired, or taken by someone else after expiring); nothing changed.
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Atomically resets the TTL of the lease on `key` to `ttl` if its token is
+    /// `token`. `Ok(false)` when it is not ours any more.
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Deletes the lease on `key` whoever holds it. `Ok(true)` if there was one.
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// The current unexpired lease on `key`, if any.
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>>;
+
+    /// True when leases are visible to other processes and acquire is atomic
+    /// across them.
+    fn is_shared(&self) -> bool;
+
+    /// The longest TTL the store can keep. Longer TTLs are refused with
+    /// [`Error::InvalidTtl`](crate::Error::InvalidTtl) before reaching the store.
+    fn max_ttl(&self) -> Duration;
+
+    /// Releases without I/O and without blocking, if the store can.
+    ///
+    /// Used when a guard is dropped unreleased: a store that answers `Some`
+    /// here frees the lease at once, even outside an async runtime; `None` (the
+    /// default) means a release task is spawned on the current tokio runtime.
+    fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
+        let _ = (key, token);
+        None
+    }
+}
+
+impl<S: LockStore + ?Sized> LockStore for Arc<S> {
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        (**self).acquire(request)
+    }
+
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        (**self).release(key, token)
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        (**self).extend(key, token, ttl)
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
+        (**self).force_release(key)
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        (**self).holder(key)
+    }
+
+    fn is_shared(&self) -> bool {
+        (**self).is_shared()
+    }
+
+    fn max_ttl(&self) -> Duration {
+        (**self).max_ttl()
+    }
+
+    fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
+        (**self).release_now(key, token)
+    }
+}
