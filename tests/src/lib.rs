@@ -1,1 +1,4 @@
-//! Shared helpers for the integration tests.
+//! Shared pieces of the integration tests: the store contract suite and test stores.
+
+pub mod contract;
+pub mod instrumented;

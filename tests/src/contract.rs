@@ -1,0 +1,643 @@
+//! The store contract suite: the behaviours every [`LockStore`](lock_core::LockStore) must give.
+//!
+//! Each function takes a manager over the store under test and checks one
+//! behaviour. [`store_contract!`](crate::store_contract) turns the whole list
+//! into one `#[tokio::test]` per behaviour, so a store's test file is a
+//! single line:
+//!
+//! ```text
+//! lock_tests::store_contract!(async { Some(lock_core::LockManager::memory()) });
+//! ```
+//!
+//! Every test runs under its own random prefix, so the suite can run in
+//! parallel against one shared server without tests seeing each other's keys.
+//! Time bounds here are hang guards, far above what a correct store needs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_core::{Error, LockManager};
+
+use crate::instrumented::Instrumented;
+
+/// A TTL no test outlives, so any lease that ends early ended because the
+/// behaviour under test ended it.
+const LONG: Duration = Duration::from_secs(60);
+
+/// Generous bound for things that should happen "promptly".
+const HANG_GUARD: Duration = Duration::from_secs(10);
+
+/// The same manager under a prefix no other test uses.
+pub fn isolated(manager: LockManager) -> LockManager {
+    let unique: u64 = rand::random();
+    let prefix = format!("{}contract-{unique:016x}:", manager.prefix());
+    manager.with_prefix(prefix)
+}
+
+/// Polls `check` until it returns true or `HANG_GUARD` passes.
+async fn eventually<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + HANG_GUARD;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
+/// Many callers race for one free lock: exactly one wins. Without an atomic
+/// set-if-absent, two would both think they hold it.
+pub async fn exactly_one_caller_gets_the_lock(locks: LockManager) {
+    let attempts = (0..16).map(|_| {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("race", LONG).acquire().await })
+    });
+    let mut winners = Vec::new();
+    for attempt in attempts {
+        let guard = attempt.await.expect("task ran").expect("acquire succeeded");
+        winners.extend(guard);
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one of 16 racing callers must win"
+    );
+}
+
+/// Once the holder releases, the next caller gets the lock at once.
+pub async fn releasing_lets_the_next_caller_in(locks: LockManager) {
+    let lock = locks.lock("next", LONG);
+    let first = lock.acquire().await.expect("acquire").expect("free lock");
+    assert!(
+        lock.acquire().await.expect("acquire").is_none(),
+        "held lock must refuse"
+    );
+    assert!(
+        first.release().await.expect("release"),
+        "release of our own live lease says true"
+    );
+    let second = lock.acquire().await.expect("acquire");
+    assert!(second.is_some(), "a released lock is free again");
+}
+
+/// A holder that overran its TTL must not free the lease that has since
+/// passed to someone else; otherwise a third caller would get in alongside
+/// the second.
+pub async fn a_release_after_the_lock_moved_on_does_not_take_it_from_the_new_holder(
+    locks: LockManager,
+) {
+    let short = locks.lock("moved-on", Duration::from_millis(100));
+    let stale = short.acquire().await.expect("acquire").expect("free lock");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let current = locks
+        .lock("moved-on", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the expired lease is free again");
+    assert!(
+        !stale.release().await.expect("release"),
+        "a stale release must say it was no longer ours"
+    );
+    let third = locks
+        .lock("moved-on", LONG)
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(
+        third.is_none(),
+        "the new holder still holds it, so a third caller stays locked out"
+    );
+    assert!(
+        current.is_still_held().await.expect("is_still_held"),
+        "the new holder's lease is untouched"
+    );
+}
+
+/// Owner tokens tell holders apart; equal tokens would let one holder
+/// release another's lease.
+pub async fn two_holders_get_different_tokens(locks: LockManager) {
+    let lock = locks.lock("tokens", LONG);
+    let first = lock.acquire().await.expect("acquire").expect("free");
+    let first_token = first.owner().to_owned();
+    first.release().await.expect("release");
+    let second = lock.acquire().await.expect("acquire").expect("free");
+    assert_ne!(
+        first_token,
+        second.owner(),
+        "each acquisition gets its own token"
+    );
+}
+
+/// A holder that vanished without releasing must not block the lock forever.
+pub async fn an_expired_lock_is_available_again(locks: LockManager) {
+    let lock = locks.lock("expiring", Duration::from_millis(100));
+    lock.acquire().await.expect("acquire").expect("free").keep();
+    assert!(lock.is_held().await.expect("is_held"), "held right after");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(
+        !lock.is_held().await.expect("is_held"),
+        "expired after its ttl"
+    );
+    assert!(
+        lock.acquire().await.expect("acquire").is_some(),
+        "an expired lock can be taken"
+    );
+}
+
+/// `run` gives the lock back when the work succeeds.
+pub async fn run_releases_on_success(locks: LockManager) {
+    let lock = locks.lock("run-ok", LONG);
+    let out = lock
+        .run(async { Ok::<_, Error>(7) })
+        .await
+        .expect("run succeeded");
+    assert_eq!(out, Some(7), "the work's value comes back");
+    assert!(
+        !lock.is_held().await.expect("is_held"),
+        "released after success"
+    );
+}
+
+/// `run` gives the lock back when the work fails, and returns the work's error.
+pub async fn run_releases_on_failure(locks: LockManager) {
+    #[derive(Debug)]
+    enum AppError {
+        Work,
+        Lock,
+    }
+    impl From<Error> for AppError {
+        fn from(_: Error) -> Self {
+            AppError::Lock
+        }
+    }
+    let lock = locks.lock("run-err", LONG);
+    let out: Result<Option<()>, AppError> = lock.run(async { Err(AppError::Work) }).await;
+    assert!(
+        matches!(out, Err(AppError::Work)),
+        "the work's own error comes back, got {out:?}"
+    );
+    assert!(
+        !lock.is_held().await.expect("is_held"),
+        "released after failure"
+    );
+}
+
+/// When somebody else holds the lock, `run` returns `None` without running
+/// the work.
+pub async fn run_skips_the_work_when_somebody_else_holds_it(locks: LockManager) {
+    let lock = locks.lock("run-skip", LONG);
+    let _held = lock.acquire().await.expect("acquire").expect("free");
+    let ran = AtomicUsize::new(0);
+    let out = lock
+        .run(async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Error>(())
+        })
+        .await
+        .expect("run");
+    assert_eq!(out, None, "contended run says None");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the work must not run");
+}
+
+/// A waiter gets the lock once the holder releases it, well before the
+/// holder's TTL would have freed it.
+pub async fn waiting_gets_the_lock_once_it_is_released(locks: LockManager) {
+    let holder = locks
+        .lock("wait-release", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("wait-release", LONG)
+                .wait_for(Duration::from_secs(30))
+                .acquire()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter waits while the lock is held"
+    );
+    holder.release().await.expect("release");
+    let got = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("the waiter wakes on release, not at the holder's 60 s ttl")
+        .expect("task ran")
+        .expect("acquire");
+    assert!(got.is_some(), "the waiter got the released lock");
+}
+
+/// A waiter wakes when the holder's lease runs out, even though nobody
+/// releases it.
+pub async fn waiting_gets_the_lock_once_the_holders_ttl_runs_out(locks: LockManager) {
+    locks
+        .lock("wait-expiry", Duration::from_millis(200))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free")
+        .keep();
+    let got = tokio::time::timeout(
+        HANG_GUARD,
+        locks
+            .lock("wait-expiry", LONG)
+            .wait_for(Duration::from_secs(30))
+            .acquire(),
+    )
+    .await
+    .expect("the waiter wakes at the holder's expiry, not at its own deadline")
+    .expect("acquire");
+    assert!(got.is_some(), "the waiter got the expired lock");
+}
+
+/// A waiter gives up at its deadline and says `None`.
+pub async fn waiting_gives_up_at_the_deadline(locks: LockManager) {
+    let _held = locks
+        .lock("deadline", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let started = Instant::now();
+    let got = tokio::time::timeout(
+        HANG_GUARD,
+        locks
+            .lock("deadline", LONG)
+            .wait_for(Duration::from_millis(200))
+            .acquire(),
+    )
+    .await
+    .expect("the waiter must give up at its deadline, not wait for the holder")
+    .expect("acquire");
+    assert!(got.is_none(), "still held at the deadline: None");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waited the full 200 ms first, waited {:?}",
+        started.elapsed()
+    );
+}
+
+/// A waiter does not poll: while the lock stays held, it makes one attempt,
+/// sleeps until a release or the holder's expiry, and tries once more.
+pub async fn a_waiter_does_not_poll_the_store(locks: LockManager) {
+    let counted = Instrumented::new(Arc::clone(locks.store()));
+    let counted_locks = LockManager::new(counted.clone()).with_prefix(locks.prefix());
+    let holder = locks
+        .lock("no-poll", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = tokio::spawn(async move {
+        counted_locks
+            .lock("no-poll", LONG)
+            .wait_for(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    // Long enough for a 100 ms (or even 50 ms) poller to have tried many times.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    holder.release().await.expect("release");
+    let got = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("woken by the release")
+        .expect("task ran")
+        .expect("acquire");
+    assert!(got.is_some(), "the waiter got the lock");
+    assert!(
+        counted.acquires() <= 3,
+        "a waiter must wake on release, not poll: {} attempts in 600 ms",
+        counted.acquires()
+    );
+}
+
+/// Extending keeps a job's lock past its original TTL.
+pub async fn extending_keeps_a_long_jobs_lock(locks: LockManager) {
+    let lock = locks.lock("extend", Duration::from_millis(300));
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(
+            guard
+                .extend(Duration::from_millis(300))
+                .await
+                .expect("extend"),
+            "our live lease extends"
+        );
+    }
+    // 450 ms in: the original 300 ms ttl has passed, the extensions kept it.
+    assert!(
+        guard.is_still_held().await.expect("is_still_held"),
+        "extended past the original ttl"
+    );
+    assert!(
+        lock.acquire().await.expect("acquire").is_none(),
+        "nobody else gets in"
+    );
+}
+
+/// Extending a lease that expired and passed on says `false` and leaves the
+/// new holder's lease alone.
+pub async fn extending_a_lock_that_moved_on_says_so(locks: LockManager) {
+    let stale = locks
+        .lock("extend-moved", Duration::from_millis(100))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let current = locks
+        .lock("extend-moved", Duration::from_millis(500))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("expired, so free");
+    assert!(
+        !stale.extend(LONG).await.expect("extend"),
+        "a stale extend says false"
+    );
+    let holder = locks
+        .lock("extend-moved", LONG)
+        .holder()
+        .await
+        .expect("holder")
+        .expect("held by current");
+    assert_eq!(
+        holder.token(),
+        current.owner(),
+        "the lease is still the new holder's"
+    );
+    assert!(
+        holder.remaining_ttl() <= Duration::from_millis(500),
+        "the stale extend must not have pushed the new holder's ttl to 60 s: {:?}",
+        holder.remaining_ttl()
+    );
+}
+
+/// `keep` leaves the claim standing after the guard is gone, until its TTL.
+pub async fn keep_leaves_the_claim_standing_until_its_ttl_and_it_then_expires(locks: LockManager) {
+    let lock = locks.lock("keep", Duration::from_millis(300));
+    lock.acquire().await.expect("acquire").expect("free").keep();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        lock.acquire().await.expect("acquire").is_none(),
+        "a kept claim still excludes others"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        lock.acquire().await.expect("acquire").is_some(),
+        "and it expires at its ttl"
+    );
+}
+
+/// Locks with different names are independent.
+pub async fn different_names_do_not_contend(locks: LockManager) {
+    let _a = locks
+        .lock("name-a", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let b = locks.lock("name-b", LONG).acquire().await.expect("acquire");
+    assert!(b.is_some(), "another name is not blocked");
+}
+
+/// The manager's prefix is part of the key: managers with different prefixes
+/// over one store do not contend, and the guard reports the full key.
+pub async fn the_prefix_is_part_of_the_key(locks: LockManager) {
+    let other = locks
+        .clone()
+        .with_prefix(format!("{}other:", locks.prefix()));
+    let lock = locks.lock("prefixed", LONG);
+    assert_eq!(lock.key(), format!("{}prefixed", locks.prefix()));
+    assert_eq!(lock.name(), "prefixed");
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    assert_eq!(guard.key(), lock.key(), "the guard reports the full key");
+    let elsewhere = other
+        .lock("prefixed", LONG)
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(elsewhere.is_some(), "another prefix is another key");
+}
+
+/// `holder` says who holds a lock and for how long.
+pub async fn the_holder_is_described_with_its_remaining_ttl(locks: LockManager) {
+    let lock = locks.lock("who", LONG);
+    assert!(
+        lock.holder().await.expect("holder").is_none(),
+        "free: no holder"
+    );
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    let holder = lock.holder().await.expect("holder").expect("held");
+    assert_eq!(
+        holder.token(),
+        guard.owner(),
+        "the holder is the guard's owner"
+    );
+    assert!(
+        holder
+            .owner()
+            .ends_with(&format!(":{}", std::process::id())),
+        "the readable owner names this process: {:?}",
+        holder.owner()
+    );
+    assert!(
+        holder.remaining_ttl() > Duration::from_secs(50) && holder.remaining_ttl() <= LONG,
+        "remaining ttl is about 60 s: {:?}",
+        holder.remaining_ttl()
+    );
+}
+
+/// `force_release` frees a lock whoever holds it, and the holder can tell.
+pub async fn force_release_frees_a_lock_and_its_holder_can_tell(locks: LockManager) {
+    let lock = locks.lock("forced", LONG);
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    assert!(
+        lock.force_release().await.expect("force_release"),
+        "there was a lease to remove"
+    );
+    assert!(
+        !guard.is_still_held().await.expect("is_still_held"),
+        "the holder sees it lost the lease"
+    );
+    assert!(
+        !lock.force_release().await.expect("force_release"),
+        "nothing left to remove"
+    );
+    assert!(
+        !guard.release().await.expect("release"),
+        "its release then says false"
+    );
+}
+
+/// A guard dropped without release gives the lease back promptly, not at its
+/// TTL, and through a spawned task when the store needs I/O.
+pub async fn dropping_an_unreleased_guard_releases_it(locks: LockManager) {
+    // The instrumented store has no synchronous release, like a network store.
+    let spawned =
+        LockManager::new(Instrumented::new(Arc::clone(locks.store()))).with_prefix(locks.prefix());
+    for manager in [locks.clone(), spawned] {
+        let lock = manager.lock("dropped", LONG);
+        drop(lock.acquire().await.expect("acquire").expect("free"));
+        assert!(
+            eventually(|| async { !lock.is_held().await.expect("is_held") }).await,
+            "a dropped guard is released long before its 60 s ttl"
+        );
+    }
+}
+
+/// A `run` cancelled mid-work (here by a timeout) leaves the lock free long
+/// before its TTL.
+pub async fn a_cancelled_run_leaves_the_lock_free(locks: LockManager) {
+    let lock = locks.lock("cancelled", LONG);
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        lock.run(async {
+            tokio::time::sleep(LONG).await;
+            Ok::<_, Error>(())
+        }),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the run was cancelled by the timeout");
+    assert!(
+        eventually(|| async { !lock.is_held().await.expect("is_held") }).await,
+        "a cancelled run's lock is free long before its 60 s ttl"
+    );
+}
+
+/// Bad input is an error that says what to do, never a panic.
+pub async fn bad_input_is_an_error_not_a_panic(locks: LockManager) {
+    let empty = locks.lock("", LONG).acquire().await;
+    assert!(
+        matches!(empty, Err(Error::InvalidName { .. })),
+        "empty name: {empty:?}"
+    );
+    let zero = locks.lock("zero", Duration::ZERO).acquire().await;
+    assert!(
+        matches!(zero, Err(Error::InvalidTtl { .. })),
+        "zero ttl: {zero:?}"
+    );
+    let too_long = locks.store().max_ttl() + Duration::from_secs(1);
+    let beyond = locks.lock("beyond", too_long).acquire().await;
+    assert!(
+        matches!(beyond, Err(Error::InvalidTtl { .. })),
+        "ttl beyond range: {beyond:?}"
+    );
+    let huge = locks.lock("huge", Duration::MAX).acquire().await;
+    assert!(
+        matches!(huge, Err(Error::InvalidTtl { .. })),
+        "Duration::MAX: {huge:?}"
+    );
+    let guard = locks
+        .lock("extend-bad", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(
+        matches!(
+            guard.extend(Duration::ZERO).await,
+            Err(Error::InvalidTtl { .. })
+        ),
+        "extend by zero is refused"
+    );
+    let message = zero.expect_err("checked above").to_string();
+    assert!(
+        message.contains("30s"),
+        "the message suggests a fix: {message}"
+    );
+}
+
+/// Many tasks doing read-yield-write on a non-atomic counter under one lock
+/// lose no update: the lock really excludes.
+pub async fn concurrent_increments_under_the_lock_lose_nothing(locks: LockManager) {
+    const TASKS: usize = 16;
+    const ROUNDS: usize = 25;
+    let counter = Arc::new(std::sync::Mutex::new(0usize));
+    let tasks = (0..TASKS).map(|_| {
+        let locks = locks.clone();
+        let counter = Arc::clone(&counter);
+        tokio::spawn(async move {
+            let lock = locks
+                .lock("counter", Duration::from_secs(10))
+                .wait_for(Duration::from_secs(60));
+            for _ in 0..ROUNDS {
+                let counter = Arc::clone(&counter);
+                lock.run(async move {
+                    let read = *counter.lock().expect("unpoisoned");
+                    tokio::task::yield_now().await;
+                    *counter.lock().expect("unpoisoned") = read + 1;
+                    Ok::<_, Error>(())
+                })
+                .await
+                .expect("run")
+                .expect("waited long enough to get it");
+            }
+        })
+    });
+    for task in tasks {
+        task.await.expect("task ran");
+    }
+    assert_eq!(
+        *counter.lock().expect("unpoisoned"),
+        TASKS * ROUNDS,
+        "every increment survived"
+    );
+}
+
+/// One `#[tokio::test]` per contract behaviour, each on a manager from `$make`.
+///
+/// `$make` is an async expression yielding `Option<LockManager>`; `None`
+/// skips the test (the expression prints why).
+#[macro_export]
+macro_rules! store_contract {
+    ($make:expr) => {
+        $crate::store_contract!(@each $make;
+            exactly_one_caller_gets_the_lock,
+            releasing_lets_the_next_caller_in,
+            a_release_after_the_lock_moved_on_does_not_take_it_from_the_new_holder,
+            two_holders_get_different_tokens,
+            an_expired_lock_is_available_again,
+            run_releases_on_success,
+            run_releases_on_failure,
+            run_skips_the_work_when_somebody_else_holds_it,
+            waiting_gets_the_lock_once_it_is_released,
+            waiting_gets_the_lock_once_the_holders_ttl_runs_out,
+            waiting_gives_up_at_the_deadline,
+            a_waiter_does_not_poll_the_store,
+            extending_keeps_a_long_jobs_lock,
+            extending_a_lock_that_moved_on_says_so,
+            keep_leaves_the_claim_standing_until_its_ttl_and_it_then_expires,
+            different_names_do_not_contend,
+            the_prefix_is_part_of_the_key,
+            the_holder_is_described_with_its_remaining_ttl,
+            force_release_frees_a_lock_and_its_holder_can_tell,
+            dropping_an_unreleased_guard_releases_it,
+            a_cancelled_run_leaves_the_lock_free,
+            bad_input_is_an_error_not_a_panic,
+            concurrent_increments_under_the_lock_lose_nothing,
+        );
+    };
+    (@each $make:expr; $($behaviour:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $behaviour() {
+                let Some(manager) = $make.await else { return };
+                $crate::contract::$behaviour($crate::contract::isolated(manager)).await;
+            }
+        )*
+    };
+}

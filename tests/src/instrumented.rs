@@ -1,0 +1,101 @@
+//! A store wrapper that counts and breaks things on purpose.
+//!
+//! Wraps any [`LockStore`] and forwards to it, while counting acquire attempts
+//! and optionally failing releases. It never offers the synchronous
+//! [`LockStore::release_now`] path, so a dropped guard must go through the
+//! spawned-task release, as it does on a networked store.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::store::{AcquireRequest, Attempt, BoxFuture};
+use lock_core::{Error, Holder, LockStore, Result};
+
+/// A [`LockStore`] that forwards to another while counting and injecting faults.
+#[derive(Clone)]
+pub struct Instrumented {
+    inner: Arc<dyn LockStore>,
+    state: Arc<State>,
+}
+
+#[derive(Default)]
+struct State {
+    acquires: AtomicUsize,
+    releases: AtomicUsize,
+    extends: AtomicUsize,
+    fail_releases: AtomicBool,
+}
+
+impl Instrumented {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn LockStore>) -> Self {
+        Instrumented {
+            inner,
+            state: Arc::default(),
+        }
+    }
+
+    /// How many acquire attempts reached the store.
+    pub fn acquires(&self) -> usize {
+        self.state.acquires.load(Ordering::SeqCst)
+    }
+
+    /// How many releases reached the store (failed ones included).
+    pub fn releases(&self) -> usize {
+        self.state.releases.load(Ordering::SeqCst)
+    }
+
+    /// How many extends reached the store.
+    pub fn extends(&self) -> usize {
+        self.state.extends.load(Ordering::SeqCst)
+    }
+
+    /// From now on, every release fails with a store error (and releases nothing).
+    pub fn fail_releases(&self, fail: bool) {
+        self.state.fail_releases.store(fail, Ordering::SeqCst);
+    }
+}
+
+impl LockStore for Instrumented {
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        self.state.acquires.fetch_add(1, Ordering::SeqCst);
+        self.inner.acquire(request)
+    }
+
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        self.state.releases.fetch_add(1, Ordering::SeqCst);
+        if self.state.fail_releases.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                Err(Error::store("release", key, "injected release failure"))
+            });
+        }
+        self.inner.release(key, token)
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        self.state.extends.fetch_add(1, Ordering::SeqCst);
+        self.inner.extend(key, token, ttl)
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
+        self.inner.force_release(key)
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        self.inner.holder(key)
+    }
+
+    fn is_shared(&self) -> bool {
+        self.inner.is_shared()
+    }
+
+    fn max_ttl(&self) -> Duration {
+        self.inner.max_ttl()
+    }
+}
