@@ -1,4 +1,6 @@
-//! Shared pieces of the integration tests: the store contract suite and test stores.
+//! Shared pieces of the integration tests: the store contract suite, test
+//! stores and log capture.
 
 pub mod contract;
 pub mod instrumented;
+pub mod logs;

@@ -1,0 +1,290 @@
+//! Behaviours of the runtime on the memory store that go beyond the shared
+//! store contract: bounded memory, exclusion under real parallelism, result
+//! precedence in `run`, prompt handoff, and the events it traces.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{Error, LockManager, MemoryStore};
+use lock_tests::instrumented::Instrumented;
+use lock_tests::logs::Captured;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A memory store excludes one process only; the manager must not claim
+/// otherwise, or boot-time checks would wave through a setup where two servers
+/// both run the "exclusive" job. An operator who knows better can vouch for it.
+#[test]
+fn a_memory_manager_is_not_shared_and_says_so() {
+    let locks = LockManager::memory();
+    assert!(!locks.is_shared(), "a memory manager is per process");
+    assert!(
+        !locks.store().is_shared(),
+        "and so is its store, whatever the manager says"
+    );
+    let vouched = locks.declared_shared();
+    assert!(vouched.is_shared(), "declared_shared overrides");
+    assert!(
+        format!("{vouched:?}").contains("shared: true"),
+        "Debug shows it: {vouched:?}"
+    );
+}
+
+/// Released leases must leave nothing behind, or a long-running process that
+/// locks per-request names (`order:{id}`) leaks memory forever.
+#[tokio::test(flavor = "current_thread")]
+async fn a_million_acquire_release_cycles_over_distinct_names_leave_the_store_empty() {
+    let store = MemoryStore::new();
+    let locks = LockManager::new(store.clone());
+    for i in 0..1_000_000u32 {
+        let guard = locks
+            .lock(format!("order:{i}"), LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("a fresh name is free");
+        assert!(guard.release().await.expect("release"), "our own lease");
+    }
+    assert_eq!(store.len(), 0, "every released lease is gone");
+}
+
+/// Leases that are never released (kept, or their holder died) must still be
+/// reclaimed once expired, by the store's own sweeping, without anyone calling
+/// a cleanup method.
+#[tokio::test(flavor = "current_thread")]
+async fn expired_but_unreleased_leases_are_swept_as_new_ones_arrive() {
+    const BATCH: usize = 10_000;
+    let store = MemoryStore::new();
+    let locks = LockManager::new(store.clone());
+    for i in 0..BATCH {
+        let lock = locks.lock(format!("short:{i}"), Duration::from_millis(400));
+        lock.acquire().await.expect("acquire").expect("free").keep();
+    }
+    assert_eq!(store.len(), BATCH, "kept leases stay until they expire");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..BATCH {
+        let lock = locks.lock(format!("long:{i}"), LONG);
+        lock.acquire().await.expect("acquire").expect("free").keep();
+    }
+    let len = store.len();
+    assert!(
+        len < BATCH + BATCH / 5,
+        "the expired batch was swept while the new one arrived: {len} keys tracked for {BATCH} live leases"
+    );
+}
+
+/// The core promise, under real parallelism: 64 tasks on a multi-thread
+/// runtime each do 200 read-yield-write increments of a counter that is not
+/// atomic across the read and the write. Any overlap loses an update.
+#[test]
+fn sixty_four_tasks_incrementing_under_one_lock_end_at_exactly_12800() {
+    const TASKS: usize = 64;
+    const ROUNDS: usize = 200;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let total = runtime.block_on(async {
+        let locks = LockManager::memory();
+        let counter = Arc::new(Mutex::new(0usize));
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let lock = locks
+                    .lock("counter", Duration::from_secs(30))
+                    .wait_for(Duration::from_secs(120));
+                let counter = Arc::clone(&counter);
+                tokio::spawn(async move {
+                    for _ in 0..ROUNDS {
+                        let counter = Arc::clone(&counter);
+                        lock.run(async move {
+                            let read = *counter.lock().expect("unpoisoned");
+                            tokio::task::yield_now().await;
+                            *counter.lock().expect("unpoisoned") = read + 1;
+                            Ok::<_, Error>(())
+                        })
+                        .await
+                        .expect("run")
+                        .expect("the wait is long enough to always get it");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task finished");
+        }
+        *counter.lock().expect("unpoisoned")
+    });
+    assert_eq!(total, TASKS * ROUNDS, "no increment may be lost");
+}
+
+#[derive(Debug, PartialEq)]
+enum AppError {
+    Work(&'static str),
+    Lock(String),
+}
+
+impl From<Error> for AppError {
+    fn from(error: Error) -> Self {
+        AppError::Lock(error.to_string())
+    }
+}
+
+/// When both the work and the release fail, the caller needs the work's
+/// error: it says what went wrong with their job. A release error in its place
+/// would hide the real failure.
+#[tokio::test(flavor = "current_thread")]
+async fn a_work_error_is_never_replaced_by_a_release_error() {
+    let store = Instrumented::new(Arc::new(MemoryStore::new()));
+    store.fail_releases(true);
+    let locks = LockManager::new(store.clone());
+    let out: Result<Option<()>, AppError> = locks
+        .lock("fails-twice", LONG)
+        .run(async { Err(AppError::Work("disk full")) })
+        .await;
+    assert_eq!(
+        out,
+        Err(AppError::Work("disk full")),
+        "the work's error wins"
+    );
+    assert_eq!(store.releases(), 1, "the release was attempted (and failed)");
+}
+
+/// Work that succeeded must be reported as done even if giving the lease back
+/// fails: the lease then ends at its TTL, which deserves a warning, not an
+/// error that would make the caller retry finished work.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_release_after_successful_work_is_a_warning_not_an_error() {
+    let (logs, _guard) = Captured::start();
+    let store = Instrumented::new(Arc::new(MemoryStore::new()));
+    store.fail_releases(true);
+    let locks = LockManager::new(store.clone());
+    let out: Result<Option<u32>, AppError> = locks
+        .lock("release-fails", LONG)
+        .run(async { Ok(42) })
+        .await;
+    assert_eq!(out, Ok(Some(42)), "the work's value comes back");
+    let warnings = logs.matching("WARN", "could not release");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one WARN about the failed release, got {:?}",
+        logs.lines()
+    );
+    assert!(
+        warnings[0].contains("lock:release-fails"),
+        "the warning names the key: {}",
+        warnings[0]
+    );
+}
+
+/// Handoff must not wait for a timer. With tokio's clock paused, time only
+/// moves when every task sleeps; a waiter woken by the release acquires at the
+/// very instant of the release, while a poller (or a waiter sleeping until the
+/// holder's TTL) would acquire later on the virtual clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_waiter_gets_a_released_lock_at_the_instant_of_release() {
+    let locks = LockManager::memory();
+    let holder = locks
+        .lock("handoff", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let guard = locks
+                .lock("handoff", LONG)
+                .wait_for(Duration::from_secs(30))
+                .acquire()
+                .await;
+            (guard, tokio::time::Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let released_at = tokio::time::Instant::now();
+    holder.release().await.expect("release");
+    let (guard, acquired_at) = waiter.await.expect("waiter ran");
+    assert!(guard.expect("acquire").is_some(), "the waiter got it");
+    assert_eq!(
+        acquired_at - released_at,
+        Duration::ZERO,
+        "no timer may run between release and handoff"
+    );
+}
+
+/// A guard dropped where no runtime exists (a panic unwinding a plain thread,
+/// say) is still released at once by the memory store, which needs no I/O.
+#[test]
+fn a_guard_dropped_outside_any_runtime_is_released_at_once_in_memory() {
+    let locks = LockManager::memory();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let guard = runtime
+        .block_on(locks.lock("no-runtime", LONG).acquire())
+        .expect("acquire")
+        .expect("free");
+    std::thread::spawn(move || drop(guard))
+        .join()
+        .expect("the drop must not panic");
+    let held = runtime
+        .block_on(locks.lock("no-runtime", LONG).is_held())
+        .expect("is_held");
+    assert!(!held, "released by the drop itself");
+}
+
+/// Operators diagnose lock trouble from logs: each acquisition, contention,
+/// release and overrun must be traced with the key and the time involved, the
+/// overrun at WARN.
+#[tokio::test(flavor = "current_thread")]
+async fn acquiring_contending_releasing_and_overrunning_are_traced() {
+    let (logs, _guard) = Captured::start();
+    let locks = LockManager::memory();
+    let guard = locks
+        .lock("traced", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(
+        locks
+            .lock("traced", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .is_none()
+    );
+    guard.release().await.expect("release");
+    let short = locks
+        .lock("overrun", Duration::from_millis(5))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(
+        !short.release().await.expect("release"),
+        "the lease had ended"
+    );
+
+    for (level, message, field) in [
+        ("DEBUG", "lock acquired", "waited_us="),
+        ("DEBUG", "lock contended", "holder_remaining_ms="),
+        ("DEBUG", "lock released", "held_ms="),
+        ("WARN", "lock overran", "held_ms="),
+    ] {
+        let found = logs.matching(level, message);
+        assert!(
+            found.iter().any(|line| line.contains(field)),
+            "expected a {level} `{message}` event with {field}, got {:#?}",
+            logs.lines()
+        );
+    }
+    assert!(
+        logs.matching("WARN", "lock overran")[0].contains("key=lock:overrun"),
+        "the overrun names its key"
+    );
+}
