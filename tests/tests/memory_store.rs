@@ -147,7 +147,11 @@ async fn a_work_error_is_never_replaced_by_a_release_error() {
         Err(AppError::Work("disk full")),
         "the work's error wins"
     );
-    assert_eq!(store.releases(), 1, "the release was attempted (and failed)");
+    assert_eq!(
+        store.releases(),
+        1,
+        "the release was attempted (and failed)"
+    );
 }
 
 /// Work that succeeded must be reported as done even if giving the lease back

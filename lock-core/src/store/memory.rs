@@ -99,6 +99,8 @@ struct Shard {
     slots: HashTable<Slot>,
     /// Sweep when `slots.len()` reaches this.
     sweep_at: usize,
+    /// Sweeps so far; shows the amortisation in tests and `Debug`.
+    sweeps: u64,
 }
 
 impl Default for Shard {
@@ -106,6 +108,7 @@ impl Default for Shard {
         Shard {
             slots: HashTable::new(),
             sweep_at: MIN_SWEEP_LEN,
+            sweeps: 0,
         }
     }
 }
@@ -182,6 +185,11 @@ impl MemoryStore {
             .iter()
             .map(|s| lock(&s.0).slots.len())
             .sum()
+    }
+
+    /// How many amortised sweeps have run, over all shards.
+    fn sweeps(&self) -> u64 {
+        self.inner.shards.iter().map(|s| lock(&s.0).sweeps).sum()
     }
 
     /// True when the store tracks no key at all.
@@ -332,6 +340,7 @@ impl Shard {
     fn sweep(&mut self, now: Instant) {
         self.slots.retain(|slot| !slot.is_garbage(now));
         self.sweep_at = (self.slots.len() * 2).max(MIN_SWEEP_LEN);
+        self.sweeps += 1;
     }
 }
 
@@ -389,6 +398,7 @@ impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
             .field("keys", &self.len())
+            .field("sweeps", &self.sweeps())
             .finish()
     }
 }
@@ -423,6 +433,28 @@ mod tests {
         );
         let holder = store.holder_sync("k").expect("b still holds it");
         assert_eq!(holder.token(), "b", "the new holder's lease is untouched");
+    }
+
+    #[test]
+    fn sweeping_is_amortised_not_a_scan_per_insert() {
+        // A full scan on every insert would make each acquire O(n); sweeping
+        // only when a shard doubles keeps the total scan work linear.
+        let store = MemoryStore::new();
+        let inserts = 100_000;
+        for i in 0..inserts {
+            let key = format!("k{i}");
+            assert!(matches!(
+                acquire(&store, &key, "t", TTL),
+                Attempt::Acquired { .. }
+            ));
+        }
+        let sweeps = store.sweeps();
+        // Each shard holds about 3,125 keys and sweeps at 64, 128, ... 2,048.
+        assert!(
+            sweeps <= (SHARDS as u64) * 8,
+            "{sweeps} sweeps for {inserts} inserts is not amortised"
+        );
+        assert_eq!(store.len(), inserts, "live leases are never swept");
     }
 
     #[test]
