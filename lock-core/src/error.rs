@@ -48,6 +48,62 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
+    /// Lock options that contradict each other (for example `at_least`
+    /// longer than `ttl`, or `max_hold` without `renew`).
+    #[error("invalid options for lock `{key}`: {reason}")]
+    InvalidOptions {
+        /// The key of the lock the options were given for.
+        key: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// Somebody else held the lock, and the caller asked for that to be an
+    /// error ([`Lock::run_or_contended`](crate::Lock::run_or_contended),
+    /// `#[locked(contended = "error")]`).
+    #[error(
+        "lock `{key}` is held by someone else{};          retry later, or wait for it with a longer `wait`",
+        .holder_remaining.map(|d| format!(" for up to {d:?} more")).unwrap_or_default()
+    )]
+    Contended {
+        /// The key that was held.
+        key: String,
+        /// How long the holder's lease had left, when the store said.
+        holder_remaining: Option<std::time::Duration>,
+    },
+
+    /// The lease ended while the work was still running (a renewal found it
+    /// gone, or its deadline passed unrenewed), and the lock was set to cancel
+    /// the work when that happens.
+    #[error(
+        "lost the lease on `{key}` after {held:?}: the work was cancelled so it          cannot run alongside the next holder; use a longer ttl or `renew`"
+    )]
+    LeaseLost {
+        /// The key whose lease was lost.
+        key: String,
+        /// How long the lease had been held when it was lost.
+        held: std::time::Duration,
+    },
+
+    /// Fencing tokens were asked for on a store that cannot keep them.
+    #[error(
+        "lock `{key}` asks for fencing tokens, but its store cannot keep them;          use a store that supports fencing (memory, Redis) or drop `fenced`"
+    )]
+    FencingUnsupported {
+        /// The key of the lock.
+        key: String,
+    },
+
+    /// The lock must exclude other processes, but its manager's store is
+    /// per-process.
+    #[error(
+        "lock `{key}` must be shared across processes, but its manager's store is          per-process; install a manager over a shared store (such as Redis), or          `declared_shared()` if this app truly runs as one process"
+    )]
+    NotShared {
+        /// The key of the lock.
+        key: String,
+    },
+
     /// [`registry::install`](crate::registry::install) was called twice.
     #[error(
         "a default lock manager is already installed; install it once at startup, \

@@ -20,6 +20,8 @@ use crate::{LockStore, Result};
 /// store can release without I/O (memory), otherwise in a task spawned on the
 /// current tokio runtime, so drop never blocks. Outside a runtime, a store
 /// that needs I/O cannot be reached from `drop`, and the lease ends at its TTL.
+/// For a lock with [`at_least`](crate::Lock::at_least), dropping early
+/// shortens the lease to its `at_least` end instead, like `release`.
 ///
 /// # The guarantee, stated honestly
 ///
@@ -41,7 +43,11 @@ pub struct LockGuard {
     key: Arc<str>,
     token: String,
     fence: Option<u64>,
-    acquired_at: Instant,
+    /// Just before the acquire was sent: the lease started at or after this.
+    started: Instant,
+    /// `at_least`: releasing before this shortens the lease to end here
+    /// instead of deleting it.
+    hold_until: Option<Instant>,
     /// False once released or kept: then drop does nothing.
     armed: bool,
 }
@@ -52,15 +58,25 @@ impl LockGuard {
         key: Arc<str>,
         token: String,
         fence: Option<u64>,
+        started: Instant,
+        hold_until: Option<Instant>,
     ) -> LockGuard {
         LockGuard {
             store,
             key,
             token,
             fence,
-            acquired_at: Instant::now(),
+            started,
+            hold_until,
             armed: true,
         }
+    }
+
+    /// How long the claim must still stand (`at_least`), if at all.
+    fn hold_remaining(&self) -> Option<Duration> {
+        self.hold_until
+            .map(|until| until.saturating_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
     }
 
     /// Gives the lease back.
@@ -73,10 +89,17 @@ impl LockGuard {
     ///
     /// [`Error::Store`](crate::Error::Store) when the store cannot be reached;
     /// the lease then ends at its TTL.
+    ///
+    /// For a lock with [`at_least`](crate::Lock::at_least), a release before
+    /// that time shortens the lease to end then instead of deleting it, and
+    /// the store's expiry ends the claim.
     pub async fn release(mut self) -> Result<bool> {
         // Stay armed until the store answers: if this future is dropped
         // mid-release, the guard's drop still gives the lease back.
-        let released = self.store.release(&self.key, &self.token).await;
+        let released = match self.hold_remaining() {
+            Some(left) => self.store.extend(&self.key, &self.token, left).await,
+            None => self.store.release(&self.key, &self.token).await,
+        };
         self.armed = false;
         let released = released?;
         self.log_release(released);
@@ -139,7 +162,13 @@ impl LockGuard {
 
     /// How long ago the lease was acquired.
     pub fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
+        self.started.elapsed()
+    }
+
+    /// When the acquire that won the lease was sent: the lease started at or
+    /// after this instant, so `started() + ttl` is a safe local deadline.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     fn log_release(&self, released: bool) {
@@ -162,7 +191,10 @@ impl Drop for LockGuard {
             return;
         }
         self.armed = false;
-        if let Some(released) = self.store.release_now(&self.key, &self.token) {
+        let hold = self.hold_remaining();
+        if hold.is_none()
+            && let Some(released) = self.store.release_now(&self.key, &self.token)
+        {
             match released {
                 Ok(released) => self.log_release(released),
                 Err(error) => {
@@ -180,7 +212,11 @@ impl Drop for LockGuard {
         let token = std::mem::take(&mut self.token);
         let held_ms = self.held_for().as_millis() as u64;
         runtime.spawn(async move {
-            match store.release(&key, &token).await {
+            let released = match hold {
+                Some(left) => store.extend(&key, &token, left).await,
+                None => store.release(&key, &token).await,
+            };
+            match released {
                 Ok(true) => tracing::debug!(key = %key, held_ms, "dropped lock released"),
                 Ok(false) => tracing::warn!(
                     key = %key,

@@ -49,6 +49,7 @@
 
 mod error;
 mod guard;
+mod lease;
 mod lock;
 mod manager;
 mod owner;
@@ -57,7 +58,8 @@ pub mod store;
 
 pub use error::{Error, Result};
 pub use guard::LockGuard;
-pub use lock::Lock;
+pub use lease::{Lease, current};
+pub use lock::{Lock, OnLost};
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use owner::Holder;
 pub use store::{LockStore, MemoryStore};

@@ -4,8 +4,43 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::lease::Lease;
 use crate::store::{AcquireRequest, Attempt};
 use crate::{Error, Holder, LockGuard, LockManager, Result, owner};
+
+/// What locked work does when its lease is lost while it runs.
+///
+/// A lease is lost when a renewal finds it gone (expired, or force-released
+/// from outside) or when its deadline passes without a renewal. Set with
+/// [`Lock::on_lost`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Log at ERROR and let the work finish (the default). The work may then
+    /// run alongside the next holder.
+    #[default]
+    Continue,
+    /// Drop the work at that moment and return [`Error::LeaseLost`].
+    Cancel,
+}
+
+/// The lifecycle options of a [`Lock`], all off by default.
+#[derive(Clone, Copy, Debug, Default)]
+struct Options {
+    renew: bool,
+    max_hold: Option<Duration>,
+    on_lost: OnLost,
+    at_least: Option<Duration>,
+    fenced: bool,
+    require_shared: bool,
+}
+
+/// What one acquisition came to.
+enum Outcome {
+    Acquired(LockGuard),
+    /// Held by somebody else for the whole wait; their lease had this left.
+    Contended(Duration),
+}
 
 /// A named lock, not yet held: built by [`LockManager::lock`].
 ///
@@ -13,6 +48,16 @@ use crate::{Error, Holder, LockGuard, LockManager, Result, owner};
 /// with [`run`](Lock::run) (which releases for you). By default neither waits:
 /// when somebody else holds the lock they return `Ok(None)` at once. Use
 /// [`wait_for`](Lock::wait_for) to wait for it instead.
+///
+/// The builder methods set the lease lifecycle: [`renew`](Lock::renew) and
+/// [`max_hold`](Lock::max_hold) keep a long job's lease alive (within a cap),
+/// [`on_lost`](Lock::on_lost) says what happens to work whose lease is lost,
+/// [`at_least`](Lock::at_least) keeps a claim standing after early work,
+/// [`fenced`](Lock::fenced) hands out fencing tokens, and
+/// [`require_shared`](Lock::require_shared) refuses per-process stores.
+/// Renewal and the lost-lease reaction apply to [`run`](Lock::run) and
+/// [`run_or_contended`](Lock::run_or_contended); a bare guard from
+/// [`acquire`](Lock::acquire) is extended by hand.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
@@ -36,6 +81,7 @@ pub struct Lock {
     key: Arc<str>,
     ttl: Duration,
     wait: Duration,
+    options: Options,
 }
 
 impl Lock {
@@ -47,6 +93,7 @@ impl Lock {
             key,
             ttl,
             wait: Duration::ZERO,
+            options: Options::default(),
         }
     }
 
@@ -57,6 +104,60 @@ impl Lock {
     /// holder's TTL runs out, or at its deadline, whichever comes first.
     pub fn wait_for(self, wait: Duration) -> Self {
         Lock { wait, ..self }
+    }
+
+    /// The same lock, renewed while [`run`](Lock::run)'s work runs: every
+    /// `ttl / 3` the lease is extended back to `ttl`, atomically.
+    ///
+    /// A crashed process stops renewing, so its lease still ends within one
+    /// `ttl`; a live but stuck one renews forever unless
+    /// [`max_hold`](Lock::max_hold) caps it.
+    pub fn renew(mut self) -> Self {
+        self.options.renew = true;
+        self
+    }
+
+    /// The same lock, renewed for at most `max_hold` in all: renewals never
+    /// push the lease past acquisition + `max_hold`, so stuck work cannot hold
+    /// the lock forever. Requires [`renew`](Lock::renew).
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.options.max_hold = Some(max_hold);
+        self
+    }
+
+    /// The same lock, reacting to a lost lease as `on_lost` says (see [`OnLost`]).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.options.on_lost = on_lost;
+        self
+    }
+
+    /// The same lock, whose claim stands for at least `at_least` after it was
+    /// acquired, even when the work ends sooner: instead of deleting the lease,
+    /// release shortens it to end at acquisition + `at_least`, and the store's
+    /// own expiry ends it. What "run this at most once a minute, fleet-wide"
+    /// needs. Must not exceed the TTL.
+    pub fn at_least(mut self, at_least: Duration) -> Self {
+        self.options.at_least = Some(at_least);
+        self
+    }
+
+    /// The same lock, with a fencing token per acquisition (see
+    /// [`LockGuard::fence`]): a number that strictly increases per lock name,
+    /// for systems that must reject writes from a stale holder. Stores that
+    /// cannot keep one make acquire fail with [`Error::FencingUnsupported`].
+    pub fn fenced(mut self) -> Self {
+        self.options.fenced = true;
+        self
+    }
+
+    /// The same lock, refusing to run on a per-process store: acquire fails
+    /// with [`Error::NotShared`] unless the manager [is
+    /// shared](LockManager::is_shared). For work that must not run twice
+    /// across the fleet, where a forgotten Redis setup would silently give
+    /// every process its own lock.
+    pub fn require_shared(mut self) -> Self {
+        self.options.require_shared = true;
+        self
     }
 
     /// Takes the lock: `Ok(Some(guard))` when it is ours, `Ok(None)` when
@@ -71,25 +172,38 @@ impl Lock {
     /// zero TTL or one beyond the store's range, and [`Error::Store`] when the
     /// store fails.
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
+        match self.acquire_outcome().await? {
+            Outcome::Acquired(guard) => Ok(Some(guard)),
+            Outcome::Contended(_) => Ok(None),
+        }
+    }
+
+    async fn acquire_outcome(&self) -> Result<Outcome> {
         self.validate()?;
         let started = Instant::now();
         // `None`: a wait too long to represent, which is waiting for good.
         let deadline = started.checked_add(self.wait);
-        let waits = !self.wait.is_zero();
         let token = owner::new_token();
         let store = self.manager.store();
+        let mut request = AcquireRequest::new(&self.key, &token, self.ttl);
+        request.wake = !self.wait.is_zero();
+        request.fenced = self.options.fenced;
         loop {
-            let mut request = AcquireRequest::new(&self.key, &token, self.ttl);
-            request.wake = waits;
+            // The store's clock starts the lease at or after this instant, so
+            // deadlines counted from here are never later than the store's.
+            let sent = Instant::now();
             match store.acquire(request).await? {
                 Attempt::Acquired { fence } => {
                     let waited = started.elapsed();
                     tracing::debug!(key = %self.key, waited_us = waited.as_micros() as u64, ?fence, "lock acquired");
-                    return Ok(Some(LockGuard::new(
+                    let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
+                    return Ok(Outcome::Acquired(LockGuard::new(
                         Arc::clone(store),
                         Arc::clone(&self.key),
                         token,
                         fence,
+                        sent,
+                        hold_until,
                     )));
                 }
                 Attempt::Held { remaining, wakeup } => {
@@ -104,7 +218,7 @@ impl Lock {
                             holder_remaining_ms = remaining.as_millis() as u64,
                             "lock contended"
                         );
-                        return Ok(None);
+                        return Ok(Outcome::Contended(remaining));
                     }
                     let nap = nap_until_expiry(remaining).min(left);
                     match wakeup {
@@ -152,10 +266,83 @@ impl Lock {
         F: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        let Some(guard) = self.acquire().await? else {
-            return Ok(None);
+        match self.acquire_outcome().await? {
+            Outcome::Acquired(guard) => self.run_held(guard, work).await.map(Some),
+            Outcome::Contended(_) => Ok(None),
+        }
+    }
+
+    /// Like [`run`](Lock::run), but for work that must happen, just not twice
+    /// at once: contention is an error, [`Error::Contended`], converted with
+    /// `From`, and the work's value comes back without an `Option`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use lock_core::{Error, LockManager};
+    ///
+    /// let locks = LockManager::memory();
+    /// let lock = locks.lock("charge:42", Duration::from_secs(30));
+    /// let _held = lock.acquire().await.unwrap();
+    /// let second = lock.run_or_contended(async { Ok::<_, Error>("charged") }).await;
+    /// assert!(matches!(second, Err(Error::Contended { .. })));
+    /// # }
+    /// ```
+    pub async fn run_or_contended<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        match self.acquire_outcome().await? {
+            Outcome::Acquired(guard) => self.run_held(guard, work).await,
+            Outcome::Contended(remaining) => Err(E::from(Error::Contended {
+                key: self.key.to_string(),
+                holder_remaining: Some(remaining),
+            })),
+        }
+    }
+
+    /// Runs `work` under `guard`: watches (and renews) the lease, reacts to
+    /// its loss, then gives it back. The work's result always wins.
+    async fn run_held<T, E, F>(&self, guard: LockGuard, work: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        let lease = Lease::new(
+            Arc::clone(&self.key),
+            guard.owner(),
+            guard.fence(),
+            guard
+                .started()
+                .checked_add(self.ttl)
+                .unwrap_or_else(far_future),
+        );
+        let mut work = std::pin::pin!(lease.scope(work));
+        let finished = tokio::select! {
+            biased;
+            outcome = &mut work => Some(outcome),
+            () = self.watch(&guard, &lease) => None,
         };
-        let outcome = work.await;
+        let outcome = match finished {
+            Some(outcome) => outcome,
+            None if self.options.on_lost == OnLost::Cancel => {
+                let held = guard.held_for();
+                tracing::error!(key = %self.key, held_ms = held.as_millis() as u64, "lock lease lost: cancelling the work");
+                return Err(E::from(Error::LeaseLost {
+                    key: self.key.to_string(),
+                    held,
+                }));
+            }
+            None => {
+                tracing::error!(
+                    key = %self.key,
+                    held_ms = guard.held_for().as_millis() as u64,
+                    "lock lease lost while the work runs on; another holder may run alongside it"
+                );
+                work.await
+            }
+        };
         if let Err(error) = guard.release().await {
             tracing::warn!(
                 key = %self.key,
@@ -163,7 +350,54 @@ impl Lock {
                 "could not release the lock after the work finished; it ends at its ttl"
             );
         }
-        outcome.map(Some)
+        outcome
+    }
+
+    /// Resolves when the lease is lost, after marking `lease` lost. Renews
+    /// the lease meanwhile when asked to.
+    async fn watch(&self, guard: &LockGuard, lease: &Lease) {
+        let started = guard.started();
+        let hold_end = self
+            .options
+            .max_hold
+            .and_then(|max_hold| started.checked_add(max_hold));
+        let mut renewing = self.options.renew;
+        loop {
+            let deadline = lease.deadline();
+            if !renewing {
+                tokio::time::sleep_until(deadline.into()).await;
+                lease.mark_lost();
+                return;
+            }
+            let next = (Instant::now() + self.ttl / 3).min(deadline);
+            tokio::time::sleep_until(next.into()).await;
+            let sent = Instant::now();
+            if sent >= deadline {
+                lease.mark_lost();
+                return;
+            }
+            // Never renew past acquisition + max_hold.
+            let extension = match hold_end {
+                Some(end) => self.ttl.min(end.saturating_duration_since(sent)),
+                None => self.ttl,
+            };
+            if extension.is_zero() {
+                tracing::warn!(key = %self.key, "lock reached its max_hold: no longer renewing");
+                renewing = false;
+                continue;
+            }
+            match guard.extend(extension).await {
+                Ok(true) => lease.set_deadline(sent + extension),
+                Ok(false) => {
+                    lease.mark_lost();
+                    return;
+                }
+                Err(error) => {
+                    // Keep trying until the deadline: the store may be back.
+                    tracing::warn!(key = %self.key, %error, "could not renew the lock; retrying until its deadline");
+                }
+            }
+        }
     }
 
     /// Removes the lease whoever holds it. `Ok(true)` if there was one.
@@ -208,7 +442,40 @@ impl Lock {
 
     fn validate(&self) -> Result<()> {
         self.validate_name()?;
-        validate_ttl(&self.key, self.ttl, self.manager.store().max_ttl())
+        let store = self.manager.store();
+        validate_ttl(&self.key, self.ttl, store.max_ttl())?;
+        let invalid = |reason: String| {
+            Err(Error::InvalidOptions {
+                key: self.key.to_string(),
+                reason,
+            })
+        };
+        if self.options.max_hold.is_some() && !self.options.renew {
+            return invalid(
+                "max_hold caps renewal, but the lock does not renew; add renew() or drop max_hold"
+                    .to_owned(),
+            );
+        }
+        if let Some(at_least) = self.options.at_least
+            && at_least > self.ttl
+        {
+            return invalid(format!(
+                "at_least ({at_least:?}) is longer than the ttl ({:?}), so the claim could not \
+                 stand that long; raise the ttl to at least {at_least:?}",
+                self.ttl
+            ));
+        }
+        if self.options.fenced && !store.fencing() {
+            return Err(Error::FencingUnsupported {
+                key: self.key.to_string(),
+            });
+        }
+        if self.options.require_shared && !self.manager.is_shared() {
+            return Err(Error::NotShared {
+                key: self.key.to_string(),
+            });
+        }
+        Ok(())
     }
 
     fn validate_name(&self) -> Result<()> {
@@ -239,6 +506,13 @@ pub(crate) fn validate_ttl(key: &str, ttl: Duration, max: Duration) -> Result<()
         ttl,
         reason,
     })
+}
+
+/// An instant no lease reaches: used when `start + ttl` overflows.
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(100 * 365 * 24 * 60 * 60))
+        .unwrap_or(now)
 }
 
 /// How long to sleep when the holder's lease has `remaining` left and no

@@ -3,7 +3,8 @@
 //! Wraps any [`LockStore`] and forwards to it, while counting acquire attempts
 //! and optionally failing releases. It never offers the synchronous
 //! [`LockStore::release_now`] path, so a dropped guard must go through the
-//! spawned-task release, as it does on a networked store.
+//! spawned-task release, as it does on a networked store, and it does not
+//! hand out fencing tokens.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,6 +25,7 @@ struct State {
     acquires: AtomicUsize,
     releases: AtomicUsize,
     extends: AtomicUsize,
+    holders: AtomicUsize,
     fail_releases: AtomicBool,
 }
 
@@ -49,6 +51,11 @@ impl Instrumented {
     /// How many extends reached the store.
     pub fn extends(&self) -> usize {
         self.state.extends.load(Ordering::SeqCst)
+    }
+
+    /// How many holder reads reached the store.
+    pub fn holders(&self) -> usize {
+        self.state.holders.load(Ordering::SeqCst)
     }
 
     /// From now on, every release fails with a store error (and releases nothing).
@@ -88,6 +95,7 @@ impl LockStore for Instrumented {
     }
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        self.state.holders.fetch_add(1, Ordering::SeqCst);
         self.inner.holder(key)
     }
 

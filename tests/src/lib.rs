@@ -3,4 +3,5 @@
 
 pub mod contract;
 pub mod instrumented;
+pub mod lifecycle;
 pub mod logs;

@@ -292,3 +292,53 @@ async fn acquiring_contending_releasing_and_overrunning_are_traced() {
         "the overrun names its key"
     );
 }
+
+/// Extend must be one compare-and-expire in the store, not a read followed by
+/// a write: between the two, the lease could expire and pass to someone else,
+/// and the write would then extend (or overwrite) the new holder's lease.
+#[tokio::test(flavor = "current_thread")]
+async fn extend_is_one_store_operation() {
+    let store = Instrumented::new(Arc::new(MemoryStore::new()));
+    let locks = LockManager::new(store.clone());
+    let guard = locks
+        .lock("extend-once", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let before = (store.acquires(), store.releases(), store.holders());
+    assert!(
+        guard.extend(LONG).await.expect("extend"),
+        "our lease extends"
+    );
+    assert_eq!(store.extends(), 1, "exactly one store operation");
+    assert_eq!(
+        (store.acquires(), store.releases(), store.holders()),
+        before,
+        "and no read or write besides it"
+    );
+}
+
+/// Under the default `on_lost = continue`, a lost lease must not pass
+/// silently: operators need an ERROR naming the key.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lost_lease_under_continue_is_logged_at_error() {
+    let (logs, _guard) = Captured::start();
+    let locks = LockManager::memory();
+    let out = locks
+        .lock("lost-continue", Duration::from_millis(50))
+        .run(async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok::<_, Error>(())
+        })
+        .await
+        .expect("run");
+    assert_eq!(out, Some(()), "the work finished");
+    let errors = logs.matching("ERROR", "lease lost");
+    assert_eq!(errors.len(), 1, "one ERROR: {:#?}", logs.lines());
+    assert!(
+        errors[0].contains("lock:lost-continue"),
+        "it names the key: {}",
+        errors[0]
+    );
+}

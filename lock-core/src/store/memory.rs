@@ -22,6 +22,7 @@
 
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -77,6 +78,10 @@ pub struct MemoryStore {
 struct Inner {
     hasher: hashbrown::DefaultHashBuilder,
     shards: Box<[Padded<Mutex<Shard>>]>,
+    /// One fencing counter for the whole store: a value strictly greater than
+    /// every earlier one is, in particular, greater than every earlier one of
+    /// the same key, and a single counter costs nothing per key.
+    fence: AtomicU64,
 }
 
 impl Default for Inner {
@@ -86,6 +91,7 @@ impl Default for Inner {
             shards: (0..SHARDS)
                 .map(|_| Padded(Mutex::new(Shard::default())))
                 .collect(),
+            fence: AtomicU64::new(0),
         }
     }
 }
@@ -244,7 +250,9 @@ impl MemoryStore {
                     match slot.live_lease(now) {
                         None => {
                             slot.lease = Some(lease());
-                            Attempt::Acquired { fence: None }
+                            Attempt::Acquired {
+                                fence: self.next_fence(request.fenced),
+                            }
                         }
                         Some(held) => Attempt::Held {
                             remaining: held.expires - now,
@@ -259,10 +267,18 @@ impl MemoryStore {
                         waiters: None,
                     });
                     shard.after_insert(now);
-                    Attempt::Acquired { fence: None }
+                    Attempt::Acquired {
+                        fence: self.next_fence(request.fenced),
+                    }
                 }
             }
         })
+    }
+
+    /// The next fencing token, taken under the shard lock of the key being
+    /// acquired so tokens of one key are handed out in acquisition order.
+    fn next_fence(&self, fenced: bool) -> Option<u64> {
+        fenced.then(|| self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// Compare-and-delete; also the synchronous path for dropped guards.
@@ -387,6 +403,10 @@ impl LockStore for MemoryStore {
 
     fn max_ttl(&self) -> Duration {
         MAX_TTL
+    }
+
+    fn fencing(&self) -> bool {
+        true
     }
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {

@@ -30,6 +30,11 @@
 //!   release racing with the attempt is never missed. Stores that cannot
 //!   observe releases return no wakeup; waiters then sleep for the holder's
 //!   remaining TTL.
+//! - **Fencing tokens**, from stores whose [`fencing`](LockStore::fencing) is
+//!   true: every acquisition that asks for one gets a number strictly greater
+//!   than any earlier acquisition of the same key got, across holders,
+//!   processes and clean releases. The counter lives apart from the lease, so
+//!   releasing or expiring the lease never resets it.
 //! - **Bad input is an error**, never a panic: a TTL above
 //!   [`max_ttl`](LockStore::max_ttl) is refused before it reaches the store.
 //! - [`is_shared`](LockStore::is_shared) is true only when leases are visible
@@ -70,6 +75,10 @@ pub struct AcquireRequest<'a> {
     /// Whether the caller will wait: when the key is held, return a [`Wakeup`]
     /// if the store can observe releases.
     pub wake: bool,
+    /// Whether the caller wants a fencing token: on success, return the next
+    /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
+    /// when [`LockStore::fencing`] is true.
+    pub fenced: bool,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -82,12 +91,19 @@ impl<'a> AcquireRequest<'a> {
             token,
             ttl,
             wake: false,
+            fenced: false,
         }
     }
 
     /// The same request, asking for a [`Wakeup`] when the key is held.
     pub fn waking(mut self) -> Self {
         self.wake = true;
+        self
+    }
+
+    /// The same request, asking for a fencing token on success.
+    pub fn fencing(mut self) -> Self {
+        self.fenced = true;
         self
     }
 }
@@ -98,7 +114,7 @@ impl<'a> AcquireRequest<'a> {
 pub enum Attempt {
     /// The lease is ours.
     Acquired {
-        /// A fencing token, from stores that keep one; `None` otherwise.
+        /// The fencing token, when the request asked for one.
         fence: Option<u64>,
     },
     /// Somebody else holds the key.
@@ -175,6 +191,13 @@ pub trait LockStore: Send + Sync + 'static {
     /// [`Error::InvalidTtl`](crate::Error::InvalidTtl) before reaching the store.
     fn max_ttl(&self) -> Duration;
 
+    /// True when the store hands out fencing tokens (see the contract above).
+    ///
+    /// The default is false; such a store never sees a fenced request.
+    fn fencing(&self) -> bool {
+        false
+    }
+
     /// Releases without I/O and without blocking, if the store can.
     ///
     /// Used when a guard is dropped unreleased: a store that answers `Some`
@@ -218,6 +241,10 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn max_ttl(&self) -> Duration {
         (**self).max_ttl()
+    }
+
+    fn fencing(&self) -> bool {
+        (**self).fencing()
     }
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {

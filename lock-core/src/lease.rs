@@ -1,0 +1,153 @@
+//! [`Lease`]: the lease held by the running locked work, and [`current`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+tokio::task_local! {
+    static CURRENT: Lease;
+}
+
+/// The lease held by the locked work that is running now.
+///
+/// Returned by [`current`]. Cheap to clone; clones watch the same lease.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::LockManager;
+///
+/// let locks = LockManager::memory();
+/// let imported = locks
+///     .lock("import", Duration::from_secs(30))
+///     .renew()
+///     .run(async {
+///         let lease = lock_core::current().expect("inside locked work");
+///         for batch in 0..3 {
+///             if lease.is_lost() {
+///                 // Someone else may hold the lock now: stop writing.
+///                 return Ok(batch);
+///             }
+///             import_batch(batch).await;
+///         }
+///         Ok::<_, lock_core::Error>(3)
+///     })
+///     .await?;
+/// assert_eq!(imported, Some(3));
+/// # Ok(()) }
+/// # async fn import_batch(_: u32) {}
+/// ```
+#[derive(Clone)]
+pub struct Lease {
+    state: Arc<State>,
+}
+
+struct State {
+    key: Arc<str>,
+    owner: String,
+    fence: Option<u64>,
+    deadline: Mutex<Instant>,
+    lost: AtomicBool,
+    notify: Notify,
+}
+
+/// The lease held by the locked work running in this task, if any.
+///
+/// Inside [`Lock::run`](crate::Lock::run) (and so inside every `#[locked]`
+/// function body) this is the lease that run holds; elsewhere it is `None`.
+/// Tasks spawned from the work do not inherit it.
+pub fn current() -> Option<Lease> {
+    CURRENT.try_with(Lease::clone).ok()
+}
+
+impl Lease {
+    pub(crate) fn new(key: Arc<str>, owner: &str, fence: Option<u64>, deadline: Instant) -> Lease {
+        Lease {
+            state: Arc::new(State {
+                key,
+                owner: owner.to_owned(),
+                fence,
+                deadline: Mutex::new(deadline),
+                lost: AtomicBool::new(false),
+                notify: Notify::new(),
+            }),
+        }
+    }
+
+    /// Runs `future` with this lease as [`current`].
+    pub(crate) async fn scope<F: Future>(&self, future: F) -> F::Output {
+        CURRENT.scope(self.clone(), future).await
+    }
+
+    /// The store key.
+    pub fn key(&self) -> &str {
+        &self.state.key
+    }
+
+    /// The owner token of the lease.
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// The fencing token, for locks that asked for one.
+    pub fn fence(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// When the lease ends unless renewed: a conservative local estimate,
+    /// counted from just before the acquire (or the last renewal) was sent.
+    pub fn deadline(&self) -> Instant {
+        *self
+            .state
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True once the lease is known to be lost.
+    pub fn is_lost(&self) -> bool {
+        self.state.lost.load(Ordering::Acquire)
+    }
+
+    /// Resolves as soon as the lease is known lost: a renewal found it gone,
+    /// or its deadline passed without a renewal. Never resolves while the
+    /// lease is held.
+    pub async fn lost(&self) {
+        loop {
+            let notified = self.state.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_lost() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn set_deadline(&self, deadline: Instant) {
+        *self
+            .state
+            .deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = deadline;
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.state.lost.store(true, Ordering::Release);
+        self.state.notify.notify_waiters();
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.key())
+            .field("fence", &self.fence())
+            .field("deadline", &self.deadline())
+            .field("lost", &self.is_lost())
+            .finish_non_exhaustive()
+    }
+}
