@@ -119,3 +119,319 @@ pub fn manager_named(name: &str) -> Result<LockManager> {
 pub fn with_manager<F: Future>(manager: LockManager, future: F) -> impl Future<Output = F::Output> {
     OVERRIDE.scope(manager, future)
 }
+
+/// One `#[locked]` function, as the attribute recorded it at compile time.
+///
+/// Every `#[locked]` function linked into the binary registers one of these
+/// before `main` runs; [`declared`] lists them and [`verify`] checks them.
+/// Nothing here is evaluated per call: it describes the source.
+#[derive(Debug)]
+pub struct DeclaredLock {
+    pub(crate) name: &'static str,
+    pub(crate) literal_name: Option<&'static str>,
+    pub(crate) function: &'static str,
+    pub(crate) ttl: std::time::Duration,
+    pub(crate) wait: std::time::Duration,
+    pub(crate) manager: Option<&'static str>,
+    pub(crate) file: &'static str,
+    pub(crate) line: u32,
+}
+
+inventory::collect!(DeclaredLock);
+
+impl DeclaredLock {
+    /// The lock name template as written (`"reports:{tenant}"`), or the
+    /// function's path when the attribute gives no `name`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The exact lock name when it is the same on every call (no
+    /// placeholders), with `{{` and `}}` unescaped; `None` for a template.
+    pub fn literal_name(&self) -> Option<&'static str> {
+        self.literal_name
+    }
+
+    /// The function's path: its module path and name, like `app::jobs::rebuild`.
+    /// A method shows its module, not its type.
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The `ttl` key: how long each lease lasts unless released first.
+    pub fn ttl(&self) -> std::time::Duration {
+        self.ttl
+    }
+
+    /// The `wait` key: how long a call waits for the lock; zero when it does not wait.
+    pub fn wait(&self) -> std::time::Duration {
+        self.wait
+    }
+
+    /// The `manager` key: the name of the manager the function uses, `None`
+    /// for the default manager.
+    pub fn manager(&self) -> Option<&'static str> {
+        self.manager
+    }
+
+    /// The source file of the attribute.
+    pub fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// The source line of the attribute.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+}
+
+/// Every `#[locked]` function in the binary, ordered by file and line.
+///
+/// For boot-time checks, admin pages and tests: for example, assert that
+/// every lock your service declares has a TTL above its job timeout.
+pub fn declared() -> Vec<&'static DeclaredLock> {
+    let mut all: Vec<&'static DeclaredLock> = inventory::iter::<DeclaredLock>().collect();
+    all.sort_by(|a, b| (a.file, a.line, a.function).cmp(&(b.file, b.line, b.function)));
+    all
+}
+
+/// Checks the declared locks against the installed managers and each other,
+/// and returns every problem found.
+///
+/// Call it at startup, after installing managers, so a misconfiguration stops
+/// the deploy instead of surfacing as errors on the first call:
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use lock_core::{registry, LockManager};
+///
+/// registry::install_named("billing", LockManager::memory())?;
+/// registry::verify()?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
+/// installed; one literal lock name declared with two different TTLs.
+pub fn verify() -> std::result::Result<(), Problems> {
+    let installed = |name: &str| {
+        NAMED
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|named| named.contains_key(name))
+    };
+    let problems = problems_in(&declared(), &installed);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Problems(problems))
+    }
+}
+
+/// The checks behind [`verify`], over any set of declarations.
+fn problems_in(
+    declared: &[&'static DeclaredLock],
+    installed: &dyn Fn(&str) -> bool,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for lock in declared {
+        if let Some(manager) = lock.manager {
+            if !installed(manager) {
+                problems.push(Problem::ManagerNotInstalled { lock });
+            }
+        }
+    }
+    for (index, first) in declared.iter().enumerate() {
+        let Some(name) = first.literal_name else {
+            continue;
+        };
+        let conflict = declared[index + 1..].iter().find(|second| {
+            second.literal_name == Some(name)
+                && second.manager == first.manager
+                && second.ttl != first.ttl
+        });
+        let earlier = declared[..index].iter().any(|earlier| {
+            earlier.literal_name == Some(name)
+                && earlier.manager == first.manager
+                && earlier.ttl != first.ttl
+        });
+        if let (Some(second), false) = (conflict, earlier) {
+            problems.push(Problem::ConflictingTtl { first, second });
+        }
+    }
+    problems
+}
+
+/// One problem [`verify`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Problem {
+    /// A function names a manager that is not installed: each call would fail
+    /// with [`Error::UnknownManager`].
+    ManagerNotInstalled {
+        /// The declaration naming the manager.
+        lock: &'static DeclaredLock,
+    },
+    /// Two functions declare the same literal lock name (on the same manager)
+    /// with different TTLs, so the lease's length depends on which one runs.
+    ConflictingTtl {
+        /// The first declaration, by file and line.
+        first: &'static DeclaredLock,
+        /// A later declaration with another TTL.
+        second: &'static DeclaredLock,
+    },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::ManagerNotInstalled { lock } => {
+                let manager = lock.manager.unwrap_or_default();
+                write!(
+                    f,
+                    "`{}` ({}:{}) uses the lock manager `{manager}`, which is not installed; \
+                     call `lock_core::registry::install_named(\"{manager}\", manager)` at startup",
+                    lock.function, lock.file, lock.line
+                )
+            }
+            Problem::ConflictingTtl { first, second } => write!(
+                f,
+                "the lock `{}` has ttl {:?} in `{}` ({}:{}) but {:?} in `{}` ({}:{}); \
+                 one lock needs one ttl: make them equal, or give the locks different names",
+                first.literal_name.unwrap_or(first.name),
+                first.ttl,
+                first.function,
+                first.file,
+                first.line,
+                second.ttl,
+                second.function,
+                second.file,
+                second.line
+            ),
+        }
+    }
+}
+
+/// Every problem [`verify`] found; displays one per line.
+#[derive(Debug)]
+pub struct Problems(Vec<Problem>);
+
+impl Problems {
+    /// The problems, in declaration order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Problem> {
+        self.0.iter()
+    }
+
+    /// How many problems were found (at least one).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: [`verify`] returns `Ok` when there is no problem.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Problems {
+    type Item = &'a Problem;
+    type IntoIter = std::slice::Iter<'a, Problem>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Display for Problems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} problem(s) with the declared locks:", self.0.len())?;
+        for problem in &self.0 {
+            write!(f, "\n- {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Problems {}
+
+#[cfg(test)]
+mod declared_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn leak(
+        literal_name: Option<&'static str>,
+        function: &'static str,
+        ttl: u64,
+        manager: Option<&'static str>,
+    ) -> &'static DeclaredLock {
+        Box::leak(Box::new(DeclaredLock {
+            name: literal_name.unwrap_or("jobs:{id}"),
+            literal_name,
+            function,
+            ttl: Duration::from_secs(ttl),
+            wait: Duration::ZERO,
+            manager,
+            file: "src/jobs.rs",
+            line: 1,
+        }))
+    }
+
+    // A manager that is not installed makes every call fail; verify must
+    // catch it at boot, and only for the managers actually missing.
+    #[test]
+    fn a_declaration_naming_a_missing_manager_is_a_problem() {
+        let declared = [
+            leak(Some("a"), "app::a", 10, Some("billing")),
+            leak(Some("b"), "app::b", 10, Some("reports")),
+            leak(Some("c"), "app::c", 10, None),
+        ];
+        let problems = problems_in(&declared, &|name| name == "reports");
+        assert_eq!(problems.len(), 1, "only billing is missing: {problems:?}");
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("`app::a`") && text.contains("install_named(\"billing\""),
+            "names the function and the fix: {text}"
+        );
+    }
+
+    // Two TTLs for one lock means the lease length depends on who runs first.
+    #[test]
+    fn one_literal_name_with_two_ttls_is_one_problem() {
+        let declared = [
+            leak(Some("nightly"), "app::a", 10, None),
+            leak(Some("nightly"), "app::b", 20, None),
+            leak(Some("nightly"), "app::c", 20, None),
+            leak(Some("nightly"), "app::d", 10, Some("other")),
+            leak(None, "app::e", 30, None),
+            leak(None, "app::f", 40, None),
+        ];
+        let problems = problems_in(&declared, &|_| true);
+        assert_eq!(
+            problems.len(),
+            1,
+            "one conflict reported once; other managers and templates are not compared: {problems:?}"
+        );
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("`nightly`") && text.contains("10s") && text.contains("20s"),
+            "names the lock and both ttls: {text}"
+        );
+    }
+
+    // Agreeing declarations must not be flagged, or verify becomes noise.
+    #[test]
+    fn agreeing_declarations_are_no_problem() {
+        let declared = [
+            leak(Some("nightly"), "app::a", 10, None),
+            leak(Some("nightly"), "app::b", 10, None),
+        ];
+        assert!(
+            problems_in(&declared, &|_| true).is_empty(),
+            "same name, same ttl"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! `#[locked]` and the registry: which manager a locked function uses.
+
+use std::time::Duration;
+
+use lock_core::{Error, LockManager, locked, registry};
+
+const TTL: Duration = Duration::from_secs(60);
+
+/// Installed once for this test binary; every test that uses it goes
+/// through this function.
+fn billing() -> LockManager {
+    static BILLING: std::sync::OnceLock<LockManager> = std::sync::OnceLock::new();
+    BILLING
+        .get_or_init(|| {
+            let manager = LockManager::memory();
+            registry::install_named("macro-tests-billing", manager.clone())
+                .expect("installed once, by this function only");
+            manager
+        })
+        .clone()
+}
+
+#[locked(name = "invoices", ttl = "1m", manager = "macro-tests-billing")]
+async fn send_invoices() -> u8 {
+    1
+}
+
+#[locked(name = "invoices", ttl = "1m", manager = "macro-tests-never-installed")]
+async fn uses_a_missing_manager() -> u8 {
+    1
+}
+
+// `manager = "x"` must take the lock in that manager's store, so locks of
+// different subsystems can live in different stores.
+#[tokio::test]
+async fn a_named_manager_key_takes_the_lock_in_that_manager() {
+    let billing = billing();
+    let held = billing
+        .lock("invoices", TTL)
+        .acquire()
+        .await
+        .expect("memory store")
+        .expect("nobody holds it yet");
+    assert_eq!(
+        send_invoices().await.expect("the manager is installed"),
+        None,
+        "the lock held in the billing manager blocks the call"
+    );
+    held.release().await.expect("memory store");
+    assert_eq!(
+        send_invoices().await.expect("the manager is installed"),
+        Some(1),
+        "free in the billing manager: the call runs"
+    );
+}
+
+// A missing manager must fail the call with an error that names the fix,
+// never fall back to another store silently.
+#[tokio::test]
+async fn a_named_manager_that_is_not_installed_fails_the_call() {
+    let error = uses_a_missing_manager()
+        .await
+        .expect_err("no manager is installed under that name");
+    assert!(
+        matches!(&error, Error::UnknownManager { name } if name == "macro-tests-never-installed"),
+        "got {error:?}"
+    );
+    assert!(
+        error.to_string().contains("install_named"),
+        "the message says how to fix it: {error}"
+    );
+}
+
+// Tests swap the store per task with `with_manager`; it must win over both
+// the default and the named managers, or tests would share global state.
+#[tokio::test]
+async fn with_manager_overrides_default_and_named_managers_for_the_task() {
+    let billing = billing();
+    let own = LockManager::memory();
+    registry::with_manager(own.clone(), async {
+        let held = own
+            .lock("invoices", TTL)
+            .acquire()
+            .await
+            .expect("memory store")
+            .expect("nobody holds it yet");
+        assert_eq!(
+            send_invoices().await.expect("the override is a manager"),
+            None,
+            "the override's lock blocks a manager = \"...\" function"
+        );
+        assert_eq!(
+            uses_a_missing_manager()
+                .await
+                .expect("the override wins over the missing one"),
+            None,
+            "the override is used even for a manager that is not installed"
+        );
+        held.release().await.expect("memory store");
+    })
+    .await;
+    assert!(
+        !billing
+            .lock("invoices", TTL)
+            .is_held()
+            .await
+            .expect("memory store"),
+        "the billing manager was never touched"
+    );
+}
