@@ -2,6 +2,7 @@
 //! stores and log capture.
 
 pub mod contract;
+pub mod harness;
 pub mod instrumented;
 pub mod lifecycle;
 pub mod logs;

@@ -43,7 +43,11 @@
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisConfig, RedisStore};
 pub use memory::MemoryStore;
 
 use std::fmt;

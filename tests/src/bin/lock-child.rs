@@ -1,0 +1,131 @@
+//! A separate OS process for the cross-process Redis tests.
+//!
+//! ```text
+//! lock-child contend <redis-url> <prefix> <lock-name> <counter-key> <tasks> <rounds>
+//!     Runs <tasks> tasks; each takes the lock <rounds> times and, under it,
+//!     increments <counter-key> by GET then SET (deliberately not INCR, so an
+//!     exclusion failure loses updates). Prints `done <increments>`.
+//! lock-child hold <redis-url> <prefix> <lock-name> <ttl-ms>
+//!     Takes the lock, prints `held`, then sleeps until killed.
+//! ```
+//!
+//! Any failure prints `error <message>` and exits with status 1.
+
+use std::time::Duration;
+
+use lock_core::{LockManager, RedisStore};
+use lock_tests::harness::say;
+use redis::AsyncCommands;
+
+/// How long one task waits for the lock before calling it a failure.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Long enough that no holder overruns it in a healthy run.
+const TTL: Duration = Duration::from_secs(30);
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match runtime.block_on(run(&args)) {
+        Ok(line) => say(&line),
+        Err(message) => {
+            say(&format!("error {message}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(args: &[String]) -> Result<String, String> {
+    match args {
+        [mode, url, prefix, name, counter, tasks, rounds] if mode == "contend" => {
+            let tasks: usize = tasks.parse().map_err(|e| format!("tasks: {e}"))?;
+            let rounds: usize = rounds.parse().map_err(|e| format!("rounds: {e}"))?;
+            contend(url, prefix, name, counter, tasks, rounds).await
+        }
+        [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
+            let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
+            hold(url, prefix, name, Duration::from_millis(ttl_ms)).await
+        }
+        _ => Err(format!("unknown arguments {args:?}; see the file's docs")),
+    }
+}
+
+async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
+    let store = RedisStore::connect(url)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    Ok(LockManager::new(store).with_prefix(prefix))
+}
+
+async fn contend(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    counter: &str,
+    tasks: usize,
+    rounds: usize,
+) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let data = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("data connection: {e}"))?;
+    let workers = (0..tasks).map(|_| {
+        let lock = locks.lock(name, TTL).wait_for(WAIT);
+        let mut data = data.clone();
+        let counter = counter.to_owned();
+        tokio::spawn(async move {
+            let mut done = 0usize;
+            for _ in 0..rounds {
+                let ran = lock
+                    .run(async {
+                        let value: Option<u64> = data.get(&counter).await.map_err(fail)?;
+                        // Widen the window between read and write, so two
+                        // holders at once would lose an update.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        let () = data
+                            .set(&counter, value.unwrap_or(0) + 1)
+                            .await
+                            .map_err(fail)?;
+                        Ok::<_, lock_core::Error>(())
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if ran.is_none() {
+                    return Err(format!("waited {WAIT:?} for the lock without getting it"));
+                }
+                done += 1;
+            }
+            Ok::<usize, String>(done)
+        })
+    });
+    let mut total = 0;
+    for worker in workers.collect::<Vec<_>>() {
+        total += worker.await.map_err(|e| format!("task: {e}"))??;
+    }
+    Ok(format!("done {total}"))
+}
+
+fn fail(e: redis::RedisError) -> lock_core::Error {
+    lock_core::Error::store("update the counter under", "test counter", e)
+}
+
+async fn hold(url: &str, prefix: &str, name: &str, ttl: Duration) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let guard = locks
+        .lock(name, ttl)
+        .acquire()
+        .await
+        .map_err(|e| format!("acquire: {e}"))?
+        .ok_or("the lock was already held")?;
+    say("held");
+    // Keep the guard alive until the parent kills this process.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    guard.keep();
+    Err("was not killed within an hour".to_owned())
+}

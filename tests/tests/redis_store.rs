@@ -1,0 +1,487 @@
+//! `RedisStore` on real servers: what the contract suite cannot show from
+//! inside one process — other processes, killed holders, a Redis that dies
+//! and comes back, awkward names, and the cluster's slots.
+//!
+//! Time bounds here are hang guards, far above what a healthy run needs.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_core::{Error, LockManager, RedisConfig, RedisStore};
+use lock_tests::harness::{self, RedisServer};
+use redis::AsyncCommands;
+
+/// A TTL no test outlives: a lease that ends early was ended by the behaviour
+/// under test, not by expiry.
+const LONG: Duration = Duration::from_secs(60);
+
+/// Generous bound for things that should happen promptly.
+const HANG_GUARD: Duration = Duration::from_secs(20);
+
+fn unique(what: &str) -> String {
+    let id: u64 = rand::random();
+    format!("test-{what}-{id:016x}:")
+}
+
+/// The child-process binary of this crate.
+fn child(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_lock-child"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn lock-child")
+}
+
+/// Kills any children still running when a test fails, so none outlive it.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Reads one line from a child's stdout, on a thread, so a silent child
+/// trips the hang guard instead of hanging the test.
+fn read_line(child: &mut Child, guard: Duration) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = send.send(line);
+    });
+    receive
+        .recv_timeout(guard)
+        .unwrap_or_else(|_| panic!("a child said nothing within {guard:?}"))
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_contending_for_one_lock_lose_no_update() {
+    // The reason Redis locks exist: several OS processes (several servers)
+    // doing read-modify-write on shared data must take turns. GET then SET
+    // loses updates whenever two holders overlap, so an exact total proves
+    // the exclusion held across processes, not just tasks.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    const PROCESSES: usize = 4;
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 8;
+    let prefix = unique("exclusion");
+    let counter = format!("{prefix}counter");
+    let started = Instant::now();
+    let mut children = Children(
+        (0..PROCESSES)
+            .map(|_| {
+                child(&[
+                    "contend",
+                    &url,
+                    &prefix,
+                    "shared-counter",
+                    &counter,
+                    &TASKS.to_string(),
+                    &ROUNDS.to_string(),
+                ])
+            })
+            .collect(),
+    );
+    let mut reported = 0;
+    for child in &mut children.0 {
+        let line = read_line(child, Duration::from_secs(180));
+        let done: usize = line
+            .strip_prefix("done ")
+            .unwrap_or_else(|| panic!("a contender failed: {line}"))
+            .parse()
+            .expect("a count");
+        reported += done;
+        let status = child.wait().expect("child exit");
+        assert!(status.success(), "a contender exited with {status}");
+    }
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut data = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let total: u64 = data.get(&counter).await.expect("read the counter");
+    let expected = (PROCESSES * TASKS * ROUNDS) as u64;
+    let lost = expected.saturating_sub(total);
+    println!(
+        "cross-process exclusion: {PROCESSES} processes x {TASKS} tasks x {ROUNDS} rounds: \
+         counter = {total}, expected {expected}, lost updates = {lost} ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        reported as u64, expected,
+        "every task must report all its rounds done"
+    );
+    assert_eq!(
+        total, expected,
+        "GET-then-SET under the lock lost {lost} updates"
+    );
+    let _: () = data.del(&counter).await.expect("clean up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_killed_with_sigkill_frees_the_lock_once_its_ttl_passes() {
+    // A crashed holder cannot release: the TTL is the only thing that frees
+    // the lock, and it must, or one crash blocks the job forever.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let prefix = unique("sigkill");
+    let ttl = Duration::from_secs(2);
+    let mut holder = child(&[
+        "hold",
+        &url,
+        &prefix,
+        "crashy",
+        &ttl.as_millis().to_string(),
+    ]);
+    let line = read_line(&mut holder, HANG_GUARD);
+    assert_eq!(line, "held", "the child must take the lock first");
+    let pid = holder.id();
+    let mut children = Children(vec![holder]);
+
+    let locks =
+        LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(&prefix);
+    let lock = locks.lock("crashy", LONG);
+    let who = lock
+        .holder()
+        .await
+        .expect("holder")
+        .expect("the child holds it");
+    assert!(
+        who.owner().ends_with(&format!(":{pid}")),
+        "the holder must be the child process {pid}, got {}",
+        who.owner()
+    );
+
+    children.0[0].kill().expect("SIGKILL the holder");
+    children.0[0].wait().expect("reap the holder");
+    // Killed holders do not release: the lease outlives its process...
+    assert!(
+        lock.acquire().await.expect("acquire").is_none(),
+        "the lease must stand until its ttl even though its holder is dead"
+    );
+    // ...until its TTL passes.
+    let guard = lock
+        .clone()
+        .wait_for(HANG_GUARD)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the lock must be free once the dead holder's ttl passed");
+    assert!(guard.release().await.expect("release"), "it was ours");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_gives_errors_during_the_outage_and_the_same_store_recovers() {
+    // Redis restarts (deploys, failovers, OOM kills). During the outage
+    // callers must get an error quickly, not hang; afterwards the store the
+    // application built at startup must simply work again, scripts and
+    // release notifications included.
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let config = RedisConfig::new().timeout(Duration::from_secs(1));
+    let store = RedisStore::connect_with(&server.url(), config)
+        .await
+        .expect("connect");
+    let locks = LockManager::new(store).with_prefix(unique("outage"));
+    let lock = locks.lock("job", LONG);
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    guard.release().await.expect("release");
+
+    server.kill();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(HANG_GUARD, lock.acquire())
+            .await
+            .expect("a call during the outage must not hang");
+        match outcome {
+            Err(Error::Store { operation, .. }) => assert_eq!(operation, "acquire"),
+            other => panic!("with Redis down, acquire must fail, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "the error must come within the configured bound"
+        );
+    }
+
+    server.restart().expect("restart redis-server");
+    let deadline = Instant::now() + HANG_GUARD;
+    let guard = loop {
+        match lock.acquire().await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("the restarted server is empty; nobody can hold the lock"),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet recovered: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the store did not recover within {HANG_GUARD:?}: {e}"),
+        }
+    };
+
+    // Release notifications work again too: a waiter is woken by the
+    // release, long before the 60 s TTL would let it in.
+    let waiter = {
+        let lock = lock.clone().wait_for(Duration::from_secs(45));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(guard.release().await.expect("release"), "still ours");
+    let woken = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("after recovery, a release must wake the waiter, not the ttl")
+        .expect("task")
+        .expect("acquire");
+    assert!(woken.is_some(), "the waiter must get the released lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_another_process_is_woken_by_the_release_not_the_ttl() {
+    // Two stores are two connections and two subscriptions, as in two
+    // processes. The holder's TTL is a minute; only the release message can
+    // wake the waiter within the hang guard.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    cross_store_wakeup(
+        RedisStore::connect(&url).await.expect("connect"),
+        RedisStore::connect(&url).await.expect("connect"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_waiter_elsewhere_is_woken_by_the_release() {
+    // On a cluster the release is published on the lock's node while the
+    // waiter's subscription may sit on another: it must still arrive.
+    let Some(urls) = harness::cluster_urls() else {
+        return;
+    };
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // Subscribe the two stores through different nodes.
+    let mut reversed = seeds.clone();
+    reversed.reverse();
+    cross_store_wakeup(
+        RedisStore::cluster(&seeds).await.expect("connect"),
+        RedisStore::cluster(&reversed).await.expect("connect"),
+    )
+    .await;
+}
+
+async fn cross_store_wakeup(holder_store: RedisStore, waiter_store: RedisStore) {
+    let prefix = unique("wakeup");
+    let holding = LockManager::new(holder_store).with_prefix(&prefix);
+    let waiting = LockManager::new(waiter_store).with_prefix(&prefix);
+    // Several names, so on a cluster some live on other nodes than the
+    // waiter's subscription.
+    for name in ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"] {
+        let guard = holding
+            .lock(name, LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let waiter = {
+            let lock = waiting.lock(name, LONG).wait_for(Duration::from_secs(45));
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(guard.release().await.expect("release"), "still ours");
+        let got = tokio::time::timeout(HANG_GUARD, waiter)
+            .await
+            .unwrap_or_else(|_| panic!("`{name}`: the release must wake the other store's waiter"))
+            .expect("task")
+            .expect("acquire");
+        let got = got.unwrap_or_else(|| panic!("`{name}`: the waiter must get the lock"));
+        got.release().await.expect("release");
+    }
+}
+
+/// Names that break naive key schemes: separators, whitespace, non-ASCII,
+/// the cluster's hash-tag braces, and a long one.
+fn awkward_names() -> Vec<String> {
+    vec![
+        "with spaces in it".to_owned(),
+        "ünïcödé 🔒 名前".to_owned(),
+        "line\nbreak\r\nand\ttab".to_owned(),
+        "{braced}".to_owned(),
+        "}{".to_owned(),
+        "a}b{c}d".to_owned(),
+        "{".to_owned(),
+        "}".to_owned(),
+        "percent%7D".to_owned(),
+        "x".repeat(1024),
+    ]
+}
+
+async fn awkward_names_work(locks: LockManager) {
+    let names = awkward_names();
+    let mut guards = Vec::new();
+    for name in &names {
+        let lock = locks.lock(name.as_str(), LONG);
+        let guard = lock
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("acquire {name:?}: {e}"))
+            .unwrap_or_else(|| panic!("{name:?} must be free"));
+        assert!(
+            lock.acquire().await.expect("acquire").is_none(),
+            "{name:?} must exclude a second caller"
+        );
+        let holder = lock.holder().await.expect("holder").expect("held");
+        assert_eq!(holder.token(), guard.owner(), "{name:?}: holder is us");
+        assert!(
+            guard.extend(LONG).await.expect("extend"),
+            "{name:?}: extend must find our lease"
+        );
+        guards.push(guard);
+    }
+    // All held at once: no two names collapsed into one key.
+    assert_eq!(guards.len(), names.len(), "every name is its own lock");
+    for (guard, name) in guards.into_iter().zip(&names) {
+        assert!(
+            guard.release().await.expect("release"),
+            "{name:?}: release must find our lease"
+        );
+        assert!(
+            !locks
+                .lock(name.as_str(), LONG)
+                .is_held()
+                .await
+                .expect("holder"),
+            "{name:?} must be free after release"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awkward_names_lock_and_release_on_a_single_server() {
+    // Lock names come from user data (tenants, file names); any of them must
+    // work and stay distinct.
+    let Some(locks) = harness::redis_manager().await else {
+        return;
+    };
+    awkward_names_work(locks.with_prefix(unique("names"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awkward_names_lock_and_release_on_a_cluster() {
+    // On a cluster, braces in a name would pick the hash tag if the store let
+    // them: its two keys could land in different slots and the script would
+    // fail with CROSSSLOT.
+    let Some(locks) = harness::cluster_manager().await else {
+        return;
+    };
+    awkward_names_work(locks.with_prefix(unique("names"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_lock_names_spread_over_every_cluster_node() {
+    // If every lock hashed to one slot, one node would carry all the load and
+    // the cluster would add nothing.
+    let Some(urls) = harness::cluster_urls() else {
+        return;
+    };
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locks = LockManager::new(RedisStore::cluster(&seeds).await.expect("connect"))
+        .with_prefix(unique("spread"));
+    let mut guards = Vec::new();
+    for i in 0..60 {
+        guards.push(
+            locks
+                .lock(format!("job-{i}"), LONG)
+                .acquire()
+                .await
+                .expect("acquire")
+                .expect("free"),
+        );
+    }
+    for url in &urls {
+        let port: u16 = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        let keys: u64 = harness::command(port, &["DBSIZE"])
+            .expect("DBSIZE")
+            .parse()
+            .expect("a number");
+        assert!(keys > 0, "node {url} holds none of 60 locks");
+    }
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_an_error_within_the_timeout_not_a_hang() {
+    // A wrong address or a server that is down at startup must fail the
+    // connect, with a message that does not leak the password in the URL.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let url = format!("redis://user:hunter2@127.0.0.1:{port}");
+    let config = RedisConfig::new().timeout(Duration::from_millis(500));
+    let outcome = tokio::time::timeout(HANG_GUARD, RedisStore::connect_with(&url, config))
+        .await
+        .expect("connect must give up within its timeout");
+    let error = outcome.expect_err("nothing listens there");
+    let text = error.to_string();
+    assert!(!text.contains("hunter2"), "the password leaked: {text}");
+    assert!(
+        text.contains(&port.to_string()),
+        "the address is missing: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_debug_output_of_a_store_never_shows_its_password() {
+    // Stores end up in logs via `{:?}`; a password there is a leak.
+    let Some(server) = RedisServer::start_with(&["--requirepass", "s3cr3t-pw"]) else {
+        return;
+    };
+    let url = format!("redis://:s3cr3t-pw@127.0.0.1:{}", server.port());
+    let store = RedisStore::connect(&url)
+        .await
+        .expect("connect with the password");
+    let debug = format!("{store:?}");
+    assert!(!debug.contains("s3cr3t-pw"), "the password leaked: {debug}");
+    assert!(
+        debug.contains(&server.port().to_string()),
+        "Debug should still say where it connects: {debug}"
+    );
+    let locks = LockManager::new(store);
+    let guard = locks
+        .lock("authenticated", LONG)
+        .acquire()
+        .await
+        .expect("acquire with auth")
+        .expect("free");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_store_says_it_is_shared() {
+    // Boot-time checks refuse per-process stores where cross-process
+    // exclusion is required; Redis must pass them.
+    let Some(locks) = harness::redis_manager().await else {
+        return;
+    };
+    assert!(
+        locks.is_shared(),
+        "a Redis store is visible to other processes"
+    );
+}
