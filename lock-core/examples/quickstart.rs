@@ -4,10 +4,17 @@
 //! ```sh
 //! cargo run -p lock-core --example quickstart
 //! ```
+//!
+//! With `REDIS_URL` set it runs on Redis instead, and each build takes 5 s:
+//! start it in two terminals at once and only one process builds the report.
+//!
+//! ```sh
+//! REDIS_URL=redis://127.0.0.1:6379 cargo run -p lock-core --features redis --example quickstart
+//! ```
 
 use std::time::{Duration, Instant};
 
-use lock_core::{LockManager, registry};
+use lock_core::{LockManager, locked, registry};
 
 #[derive(Debug)]
 struct Report {
@@ -16,23 +23,23 @@ struct Report {
 }
 
 /// Builds the tenant's report, unless another worker is already building it.
-async fn build_report(worker: usize, tenant: &str) -> lock_core::Result<Option<Report>> {
-    registry::manager()
-        .lock(format!("reports:{tenant}"), Duration::from_secs(600))
-        .run(async {
-            // The expensive part: only one worker at a time gets here.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            Ok(Report {
-                tenant: tenant.to_owned(),
-                built_by: worker,
-            })
-        })
-        .await
+///
+/// `#[locked]` makes it return `lock_core::Result<Option<Report>>`: `None`
+/// when another worker holds `reports:{tenant}`, in which case the body does
+/// not run.
+#[locked(name = "reports:{tenant}", ttl = "10m")]
+async fn build_report(worker: usize, tenant: &str) -> Report {
+    // The expensive part: only one worker at a time gets here.
+    tokio::time::sleep(build_time()).await;
+    Report {
+        tenant: tenant.to_owned(),
+        built_by: worker,
+    }
 }
 
 #[tokio::main]
 async fn main() -> lock_core::Result<()> {
-    registry::install(LockManager::memory())?;
+    registry::install(manager().await?)?;
     let started = Instant::now();
 
     println!("5 workers ask for the `acme` report at the same moment:");
@@ -61,7 +68,12 @@ async fn main() -> lock_core::Result<()> {
     let lock = registry::manager()
         .lock("reports:acme", Duration::from_secs(600))
         .wait_for(Duration::from_secs(2));
-    let holder = lock.acquire().await?.expect("the lock is free");
+    let Some(holder) = lock.acquire().await? else {
+        println!(
+            "Another process holds reports:acme now; run one copy alone to see the hand-over."
+        );
+        return Ok(());
+    };
     let waiter = tokio::spawn(async move { lock.acquire().await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     holder.release().await?;
@@ -71,5 +83,41 @@ async fn main() -> lock_core::Result<()> {
         handed_over.is_some(),
         waited.elapsed()
     );
+    if let Some(guard) = handed_over {
+        // Released explicitly: a guard dropped as `main` returns would leave
+        // a Redis lease standing until its ttl, the runtime being gone.
+        guard.release().await?;
+    }
     Ok(())
+}
+
+/// A Redis manager when `REDIS_URL` is set (shared by every process using
+/// that server), the memory store otherwise.
+async fn manager() -> lock_core::Result<LockManager> {
+    match std::env::var("REDIS_URL") {
+        #[cfg(feature = "redis")]
+        Ok(url) => {
+            println!("Using Redis at REDIS_URL: locks are shared with other processes.");
+            Ok(LockManager::new(
+                lock_core::RedisStore::connect(&url).await?,
+            ))
+        }
+        #[cfg(not(feature = "redis"))]
+        Ok(_) => {
+            println!(
+                "REDIS_URL is set but this build lacks the `redis` feature; add `--features redis`. Using memory."
+            );
+            Ok(LockManager::memory())
+        }
+        Err(_) => Ok(LockManager::memory()),
+    }
+}
+
+/// Long enough on Redis to start a second process while the first builds.
+fn build_time() -> Duration {
+    if cfg!(feature = "redis") && std::env::var_os("REDIS_URL").is_some() {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_millis(300)
+    }
 }

@@ -47,6 +47,9 @@
 //! A [`MemoryStore`] excludes tasks of one process only; [`LockManager::is_shared`]
 //! says whether a manager's locks reach other processes.
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 mod error;
 mod guard;
 mod lease;
@@ -60,6 +63,10 @@ pub use error::{Error, Result};
 pub use guard::LockGuard;
 pub use lease::{Lease, current};
 pub use lock::{Lock, OnLost};
+#[cfg(feature = "macros")]
+pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use owner::Holder;
 pub use store::{LockStore, MemoryStore};
+#[cfg(feature = "redis")]
+pub use store::{RedisConfig, RedisStore};
