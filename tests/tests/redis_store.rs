@@ -131,6 +131,55 @@ async fn processes_contending_for_one_lock_lose_no_update() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_strictly_increase_over_1000_acquisitions_across_4_processes() {
+    // A storage system that rejects writes carrying an older token than one it
+    // has seen is only safe if tokens follow the order in which the lock was
+    // held, across every process. Each child appends its token to a list while
+    // holding the lock, so the list is the acquisition order.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    const PROCESSES: usize = 4;
+    const EACH: usize = 250;
+    let prefix = unique("fencing");
+    let list = format!("{prefix}tokens");
+    let mut children = Children(
+        (0..PROCESSES)
+            .map(|_| child(&["fence", &url, &prefix, "fenced", &list, &EACH.to_string()]))
+            .collect(),
+    );
+    for child in &mut children.0 {
+        let line = read_line(child, Duration::from_secs(180));
+        assert_eq!(line, format!("done {EACH}"), "a child failed: {line}");
+        let status = child.wait().expect("child exit");
+        assert!(status.success(), "a child exited with {status}");
+    }
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut data = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let tokens: Vec<u64> = data.lrange(&list, 0, -1).await.expect("read the tokens");
+    assert_eq!(
+        tokens.len(),
+        PROCESSES * EACH,
+        "every acquisition recorded its token"
+    );
+    let out_of_order = tokens.windows(2).filter(|pair| pair[0] >= pair[1]).count();
+    println!(
+        "fencing: {} acquisitions across {PROCESSES} processes, tokens {}..={}, {out_of_order} out of order",
+        tokens.len(),
+        tokens.first().copied().unwrap_or_default(),
+        tokens.last().copied().unwrap_or_default(),
+    );
+    assert_eq!(
+        out_of_order, 0,
+        "tokens must strictly increase in acquisition order"
+    );
+    let _: () = data.del(&list).await.expect("clean up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_killed_with_sigkill_frees_the_lock_once_its_ttl_passes() {
     // A crashed holder cannot release: the TTL is the only thing that frees
     // the lock, and it must, or one crash blocks the job forever.

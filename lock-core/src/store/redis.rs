@@ -43,10 +43,15 @@ const DEFAULT_CHANNEL: &str = "lock-core:released";
 /// The default bound on every call.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// KEYS: lease, waiters marker. ARGV: token, ttl ms, "1" when the caller waits,
-/// marker margin ms. Returns `{1, 0}` when acquired, `{0, remaining ms}` when held.
+/// KEYS: lease, waiters marker, fencing counter. ARGV: token, ttl ms, "1" when
+/// the caller waits, marker margin ms, "1" when the caller wants a fencing
+/// token. Returns `{1, fence}` when acquired (fence 0 when not asked for),
+/// `{0, remaining ms}` when held.
 const ACQUIRE: &str = r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] == '1' then
+    return {1, redis.call('INCR', KEYS[3])}
+  end
   return {1, 0}
 end
 local remaining = redis.call('PTTL', KEYS[1])
@@ -204,7 +209,7 @@ impl RedisConfig {
 ///
 /// | operation | script |
 /// |---|---|
-/// | acquire | `SET key token NX PX ttl`; if that fails, `PTTL key` |
+/// | acquire | `SET key token NX PX ttl`; if that fails, `PTTL key`; for a fenced lock, `INCR` of its counter |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
 ///
@@ -212,7 +217,9 @@ impl RedisConfig {
 ///
 /// A lease for the store key `lock:reports:acme` lives in the Redis key
 /// `{lock:reports:acme}`, and the marker "somebody waits for it" in
-/// `{lock:reports:acme}:waiters`. The braces make the whole store key the
+/// `{lock:reports:acme}:waiters`; a fenced lock's counter lives in
+/// `{lock:reports:acme}:fence`, which never expires (one small key per fenced
+/// name). The braces make the whole store key the
 /// [hash tag], so both keys of one script are always in one cluster slot
 /// (no `CROSSSLOT`), while different lock names spread across slots. A `}`
 /// inside a name would end the tag early, so `%` and `}` in the store key are
@@ -578,6 +585,13 @@ fn waiters_key(lease: &str) -> String {
     format!("{lease}:waiters")
 }
 
+/// The Redis key of the fencing counter of the lease `lease`; same slot. It
+/// has no expiry: a counter that vanished would start again at 1 and hand
+/// out tokens older than ones already seen.
+fn fence_key(lease: &str) -> String {
+    format!("{lease}:fence")
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis())
         .unwrap_or(u64::MAX)
@@ -677,12 +691,14 @@ impl LockStore for RedisStore {
             invocation
                 .key(&lease)
                 .key(waiters_key(&lease))
+                .key(fence_key(&lease))
                 .arg(request.token)
                 .arg(millis(request.ttl))
                 .arg(if request.wake { "1" } else { "0" })
-                .arg(WAITERS_MARGIN_MS);
+                .arg(WAITERS_MARGIN_MS)
+                .arg(if request.fenced { "1" } else { "0" });
             let reply: Result<(i64, i64)> = self.invoke("acquire", request.key, invocation).await;
-            let (acquired, remaining) = match reply {
+            let (acquired, detail) = match reply {
                 Ok(reply) => reply,
                 Err(error) => {
                     self.give_back_after_failed_acquire(request.key, request.token);
@@ -690,10 +706,12 @@ impl LockStore for RedisStore {
                 }
             };
             Ok(if acquired == 1 {
-                Attempt::Acquired { fence: None }
+                Attempt::Acquired {
+                    fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
+                }
             } else {
                 Attempt::Held {
-                    remaining: Duration::from_millis(remaining.max(0).unsigned_abs()),
+                    remaining: Duration::from_millis(detail.max(0).unsigned_abs()),
                     wakeup: interest.map(Wakeup::new),
                 }
             })
@@ -769,6 +787,10 @@ impl LockStore for RedisStore {
 
     fn max_ttl(&self) -> Duration {
         MAX_TTL
+    }
+
+    fn fencing(&self) -> bool {
+        true
     }
 }
 

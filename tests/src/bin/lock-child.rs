@@ -5,6 +5,10 @@
 //!     Runs <tasks> tasks; each takes the lock <rounds> times and, under it,
 //!     increments <counter-key> by GET then SET (deliberately not INCR, so an
 //!     exclusion failure loses updates). Prints `done <increments>`.
+//! lock-child fence <redis-url> <prefix> <lock-name> <list-key> <count>
+//!     Takes the fenced lock <count> times in a row and, under it, appends
+//!     the fencing token to <list-key> (RPUSH), so the list holds every
+//!     token in acquisition order. Prints `done <count>`.
 //! lock-child hold <redis-url> <prefix> <lock-name> <ttl-ms>
 //!     Takes the lock, prints `held`, then sleeps until killed.
 //! ```
@@ -45,6 +49,10 @@ async fn run(args: &[String]) -> Result<String, String> {
             let tasks: usize = tasks.parse().map_err(|e| format!("tasks: {e}"))?;
             let rounds: usize = rounds.parse().map_err(|e| format!("rounds: {e}"))?;
             contend(url, prefix, name, counter, tasks, rounds).await
+        }
+        [mode, url, prefix, name, list, count] if mode == "fence" => {
+            let count: usize = count.parse().map_err(|e| format!("count: {e}"))?;
+            fence(url, prefix, name, list, count).await
         }
         [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
             let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
@@ -109,6 +117,38 @@ async fn contend(
         total += worker.await.map_err(|e| format!("task: {e}"))??;
     }
     Ok(format!("done {total}"))
+}
+
+async fn fence(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    list: &str,
+    count: usize,
+) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut data = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("data connection: {e}"))?;
+    let lock = locks.lock(name, TTL).wait_for(WAIT).fenced();
+    for _ in 0..count {
+        let ran = lock
+            .run(async {
+                let fence = lock_core::current()
+                    .and_then(|lease| lease.fence())
+                    .ok_or_else(|| lock_core::Error::store("read the fence of", name, "none"))?;
+                let _: usize = data.rpush(list, fence).await.map_err(fail)?;
+                Ok::<_, lock_core::Error>(())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if ran.is_none() {
+            return Err(format!("waited {WAIT:?} for the lock without getting it"));
+        }
+    }
+    Ok(format!("done {count}"))
 }
 
 fn fail(e: redis::RedisError) -> lock_core::Error {
