@@ -62,7 +62,7 @@ pub enum Error {
     /// error ([`Lock::run_or_contended`](crate::Lock::run_or_contended),
     /// `#[locked(contended = "error")]`).
     #[error(
-        "lock `{key}` is held by someone else{};          retry later, or wait for it with a longer `wait`",
+        "lock `{key}` is held by someone else{}; retry later, or wait for it with a longer `wait`",
         .holder_remaining.map(|d| format!(" for up to {d:?} more")).unwrap_or_default()
     )]
     Contended {
@@ -76,7 +76,7 @@ pub enum Error {
     /// gone, or its deadline passed unrenewed), and the lock was set to cancel
     /// the work when that happens.
     #[error(
-        "lost the lease on `{key}` after {held:?}: the work was cancelled so it          cannot run alongside the next holder; use a longer ttl or `renew`"
+        "lost the lease on `{key}` after {held:?}: the work was cancelled so it cannot run alongside the next holder; use a longer ttl or `renew`"
     )]
     LeaseLost {
         /// The key whose lease was lost.
@@ -87,7 +87,7 @@ pub enum Error {
 
     /// Fencing tokens were asked for on a store that cannot keep them.
     #[error(
-        "lock `{key}` asks for fencing tokens, but its store cannot keep them;          use a store that supports fencing (memory, Redis) or drop `fenced`"
+        "lock `{key}` asks for fencing tokens, but its store cannot keep them; use a store that supports fencing (memory, Redis) or drop `fenced`"
     )]
     FencingUnsupported {
         /// The key of the lock.
@@ -97,7 +97,7 @@ pub enum Error {
     /// The lock must exclude other processes, but its manager's store is
     /// per-process.
     #[error(
-        "lock `{key}` must be shared across processes, but its manager's store is          per-process; install a manager over a shared store (such as Redis), or          `declared_shared()` if this app truly runs as one process"
+        "lock `{key}` must be shared across processes, but its manager's store is per-process; install a manager over a shared store (such as Redis), or `declared_shared()` if this app truly runs as one process"
     )]
     NotShared {
         /// The key of the lock.
@@ -159,6 +159,29 @@ mod tests {
     #[test]
     fn the_error_is_a_thread_safe_std_error() {
         assert_std_error::<Error>();
+    }
+
+    #[test]
+    fn messages_read_as_sentences_without_stray_spaces() {
+        let key = || "lock:k".to_owned();
+        let errors = [
+            Error::Contended {
+                key: key(),
+                holder_remaining: Some(std::time::Duration::from_secs(2)),
+            },
+            Error::LeaseLost {
+                key: key(),
+                held: std::time::Duration::from_secs(3),
+            },
+            Error::FencingUnsupported { key: key() },
+            Error::NotShared { key: key() },
+            Error::AlreadyInstalled,
+            Error::UnknownManager { name: "x".into() },
+        ];
+        for error in errors {
+            let text = error.to_string();
+            assert!(!text.contains("  "), "stray spaces in {text:?}");
+        }
     }
 
     #[test]

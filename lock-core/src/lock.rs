@@ -38,8 +38,9 @@ struct Options {
 /// What one acquisition came to.
 enum Outcome {
     Acquired(LockGuard),
-    /// Held by somebody else for the whole wait; their lease had this left.
-    Contended(Duration),
+    /// Held by somebody else for the whole wait; their lease had this left,
+    /// when the store said.
+    Contended(Option<Duration>),
 }
 
 /// A named lock, not yet held: built by [`LockManager::lock`].
@@ -215,12 +216,14 @@ impl Lock {
                         tracing::debug!(
                             key = %self.key,
                             waited_us = started.elapsed().as_micros() as u64,
-                            holder_remaining_ms = remaining.as_millis() as u64,
+                            holder_remaining_ms = remaining.map(|d| d.as_millis() as u64),
                             "lock contended"
                         );
                         return Ok(Outcome::Contended(remaining));
                     }
-                    let nap = nap_until_expiry(remaining).min(left);
+                    // A store reports the remaining TTL whenever we wait; if
+                    // one does not, our own TTL bounds the holder's.
+                    let nap = nap_until_expiry(remaining.unwrap_or(self.ttl)).min(left);
                     match wakeup {
                         Some(wakeup) => {
                             tokio::select! {
@@ -297,7 +300,7 @@ impl Lock {
             Outcome::Acquired(guard) => self.run_held(guard, work).await,
             Outcome::Contended(remaining) => Err(E::from(Error::Contended {
                 key: self.key.to_string(),
-                holder_remaining: Some(remaining),
+                holder_remaining: remaining,
             })),
         }
     }

@@ -255,7 +255,7 @@ impl MemoryStore {
                             }
                         }
                         Some(held) => Attempt::Held {
-                            remaining: held.expires - now,
+                            remaining: Some(held.expires - now),
                             wakeup: request.wake.then(|| slot.wakeup()),
                         },
                     }

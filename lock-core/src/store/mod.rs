@@ -124,7 +124,12 @@ pub enum Attempt {
     /// Somebody else holds the key.
     Held {
         /// How long the holder's lease has left, as the store sees it.
-        remaining: Duration,
+        ///
+        /// Required when the request waits (`wake`): the waiter sleeps that
+        /// long when no release wakes it first. A store may leave it out
+        /// (`None`) for a request that does not wait, when reading it would
+        /// cost extra work on the uncontended path.
+        remaining: Option<Duration>,
         /// Resolves once the key is released, when the request asked for it and
         /// the store can observe releases.
         wakeup: Option<Wakeup>,

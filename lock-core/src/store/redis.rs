@@ -200,16 +200,20 @@ impl RedisConfig {
 ///
 /// # One round trip per operation
 ///
-/// Each operation is one Lua script, sent by its SHA1 hash (`EVALSHA`). A
-/// server that does not know a script (it restarted, or its script cache was
-/// flushed) answers `NOSCRIPT`; the script is then loaded and the call retried
-/// once, transparently. The scripts are loaded when the store connects, so in
-/// the steady state every acquire, release and extend costs exactly one round
-/// trip:
+/// Each operation is one round trip: a Lua script sent by its SHA1 hash
+/// (`EVALSHA`), or, for an acquire that neither waits nor is fenced, the
+/// native `SET NX PX` alone (a script call costs the server several times a
+/// native `SET`, and the server's CPU is what bounds throughput when many
+/// tasks share one Redis). A server that does not know a script (it
+/// restarted, or its script cache was flushed) answers `NOSCRIPT`; the script
+/// is then loaded and the call retried once, transparently. The scripts are
+/// loaded when the store connects, so in the steady state every operation
+/// costs exactly one round trip:
 ///
 /// | operation | script |
 /// |---|---|
-/// | acquire | `SET key token NX PX ttl`; if that fails, `PTTL key`; for a fenced lock, `INCR` of its counter |
+/// | acquire, not waiting | the native `SET key token NX PX ttl`, no script |
+/// | acquire, waiting or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
 ///
@@ -438,9 +442,12 @@ impl RedisStore {
     /// [`Error::Store`] when the server cannot be reached within the timeout.
     pub async fn from_client(client: Client, config: RedisConfig) -> Result<RedisStore> {
         let node = client.get_connection_info().addr().to_string();
+        // No response timeout of the connection's own: every call is already
+        // bounded by `config.timeout` in `bounded`, and a second timer per
+        // call costs measurable client CPU under load.
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
+            .set_response_timeout(None)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_secs(1))
             .set_number_of_retries(4);
@@ -682,39 +689,15 @@ impl LockStore for RedisStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
             let lease = lease_key(request.key)?;
-            // Before the script: a release that lands between the script
-            // and our sleep must still wake us.
-            let interest = request
-                .wake
-                .then(|| self.shared.waiters.register(request.key));
-            let mut invocation = self.shared.scripts.acquire.prepare_invoke();
-            invocation
-                .key(&lease)
-                .key(waiters_key(&lease))
-                .key(fence_key(&lease))
-                .arg(request.token)
-                .arg(millis(request.ttl))
-                .arg(if request.wake { "1" } else { "0" })
-                .arg(WAITERS_MARGIN_MS)
-                .arg(if request.fenced { "1" } else { "0" });
-            let reply: Result<(i64, i64)> = self.invoke("acquire", request.key, invocation).await;
-            let (acquired, detail) = match reply {
-                Ok(reply) => reply,
-                Err(error) => {
-                    self.give_back_after_failed_acquire(request.key, request.token);
-                    return Err(error);
-                }
-            };
-            Ok(if acquired == 1 {
-                Attempt::Acquired {
-                    fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
-                }
+            let reply = if request.wake || request.fenced {
+                self.acquire_scripted(request, &lease).await
             } else {
-                Attempt::Held {
-                    remaining: Duration::from_millis(detail.max(0).unsigned_abs()),
-                    wakeup: interest.map(Wakeup::new),
-                }
-            })
+                self.acquire_plain(request, &lease).await
+            };
+            if reply.is_err() {
+                self.give_back_after_failed_acquire(request.key, request.token);
+            }
+            reply
         })
     }
 
@@ -795,6 +778,68 @@ impl LockStore for RedisStore {
 }
 
 impl RedisStore {
+    /// An acquire that neither waits nor wants a fencing token: the native
+    /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
+    ///
+    /// A caller that does not wait has no use for the holder's remaining TTL,
+    /// so it is not read; and a native command costs the server a fraction of
+    /// a script call, which is what bounds throughput when many tasks share
+    /// one Redis.
+    async fn acquire_plain(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(lease)
+            .arg(request.token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(request.ttl));
+        let mut connection = self.shared.connection.clone();
+        let reply: Option<::redis::Value> =
+            bounded(self.shared.config.timeout, set.query_async(&mut connection))
+                .await
+                .map_err(|e| Error::store("acquire", request.key, e))?;
+        Ok(if reply.is_some() {
+            Attempt::Acquired { fence: None }
+        } else {
+            Attempt::Held {
+                remaining: None,
+                wakeup: None,
+            }
+        })
+    }
+
+    /// An acquire that waits or wants a fencing token: one script, so that
+    /// marking the key as waited for (or taking the next fencing token)
+    /// happens atomically with the set-if-absent.
+    async fn acquire_scripted(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
+        // Before the script: a release that lands between the script and our
+        // sleep must still wake us.
+        let interest = request
+            .wake
+            .then(|| self.shared.waiters.register(request.key));
+        let mut invocation = self.shared.scripts.acquire.prepare_invoke();
+        invocation
+            .key(lease)
+            .key(waiters_key(lease))
+            .key(fence_key(lease))
+            .arg(request.token)
+            .arg(millis(request.ttl))
+            .arg(if request.wake { "1" } else { "0" })
+            .arg(WAITERS_MARGIN_MS)
+            .arg(if request.fenced { "1" } else { "0" });
+        let (acquired, detail): (i64, i64) =
+            self.invoke("acquire", request.key, invocation).await?;
+        Ok(if acquired == 1 {
+            Attempt::Acquired {
+                fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
+            }
+        } else {
+            Attempt::Held {
+                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
+                wakeup: interest.map(Wakeup::new),
+            }
+        })
+    }
+
     /// An acquire that failed (timed out, connection lost) may still have
     /// set the lease on the server. The token is unique to that attempt, so a
     /// compare-and-delete with it can only remove our own orphan: try once,

@@ -1,0 +1,797 @@
+//! lock-core measured against its baselines, in one run.
+//!
+//! ```sh
+//! cargo bench -p lock-tests --bench locks -- --json target/locks.json
+//! ```
+//!
+//! Every figure is printed next to the baseline it is compared with, measured
+//! in the same run, and the ratio against the target. Throughput figures are
+//! the median of interleaved rounds (A B C D A B C D ...), so a slow spell on
+//! a shared machine hits every contender alike. Redis comes from `REDIS_URL`,
+//! or a `redis-server` the harness starts on a free port.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{Error, LockManager, MemoryStore, RedisStore, registry};
+use redis::aio::ConnectionManager;
+use serde_json::{Value, json};
+
+const TTL: Duration = Duration::from_secs(30);
+const ROUNDS: usize = 3;
+const ROUND: Duration = Duration::from_millis(1200);
+
+/// One comparison: a figure, its baseline, and the target for their ratio.
+struct Row {
+    section: &'static str,
+    what: String,
+    value: f64,
+    unit: &'static str,
+    baseline_name: String,
+    baseline: f64,
+    /// `Some((op, bound))`: the ratio (or, for absolute targets, the value)
+    /// must be `op` `bound`.
+    target: Option<Target>,
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    /// value / baseline >= bound
+    RatioAtLeast(f64),
+    /// |value / baseline - 1| <= bound
+    RatioWithin(f64),
+    /// value <= bound (absolute, in the row's unit)
+    AtMost(f64),
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        if self.baseline == 0.0 {
+            f64::NAN
+        } else {
+            self.value / self.baseline
+        }
+    }
+
+    fn target_text(&self) -> String {
+        match self.target {
+            None => "-".to_owned(),
+            Some(Target::RatioAtLeast(bound)) => format!(">= {bound}x"),
+            Some(Target::RatioWithin(bound)) => format!("within {:.0}%", bound * 100.0),
+            Some(Target::AtMost(bound)) => format!("<= {bound} {}", self.unit),
+        }
+    }
+
+    fn met(&self) -> Option<bool> {
+        self.target.map(|target| match target {
+            Target::RatioAtLeast(bound) => self.ratio() >= bound,
+            Target::RatioWithin(bound) => (self.ratio() - 1.0).abs() <= bound,
+            Target::AtMost(bound) => self.value <= bound,
+        })
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "section": self.section,
+            "what": self.what,
+            "value": self.value,
+            "unit": self.unit,
+            "baseline_name": self.baseline_name,
+            "baseline": self.baseline,
+            "ratio": self.ratio(),
+            "target": self.target_text(),
+            "met": self.met(),
+        })
+    }
+}
+
+fn main() {
+    let json_path = json_path_from_args();
+    let started = Instant::now();
+    let mut rows = Vec::new();
+
+    // `LOCKS_BENCH=redis-throughput` (say) runs only the sections whose
+    // name contains it: for profiling one part.
+    let only = std::env::var("LOCKS_BENCH").unwrap_or_default();
+    let wanted = |section: &str| section.contains(only.as_str());
+
+    // Memory first: it needs no server.
+    if wanted("memory-throughput") {
+        memory_throughput(&mut rows);
+    }
+    if wanted("memory-bytes") {
+        memory_bytes_per_lock(&mut rows);
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        if wanted("memory-handoff") {
+            memory_handoff(&mut rows).await;
+        }
+        if wanted("memory-contention") {
+            memory_contention(&mut rows).await;
+        }
+        if !wanted("redis-throughput") && !wanted("redis-handoff") && !wanted("redis-contention") {
+            return;
+        }
+        let Some(url) = lock_tests::harness::redis_url() else {
+            eprintln!("no Redis: the Redis figures are missing from this run");
+            return;
+        };
+        if wanted("redis-throughput") {
+            redis_throughput(&url, &mut rows).await;
+        }
+        if wanted("redis-handoff") {
+            redis_handoff(&url, &mut rows).await;
+        }
+        if wanted("redis-contention") {
+            redis_contention(&url, &mut rows).await;
+        }
+    });
+
+    print_table(&rows);
+    println!(
+        "\nmachine: {} logical cores; whole run {:.1?}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        started.elapsed()
+    );
+    if let Some(path) = json_path {
+        let path = std::path::absolute(&path).unwrap_or_else(|_| path.into());
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let path = path.display().to_string();
+        let document = json!({
+            "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
+            "cores": std::thread::available_parallelism().map_or(0, usize::from),
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&document).expect("json"),
+        )
+        .unwrap_or_else(|e| panic!("writing {path}: {e}"));
+        println!("figures written to {path}");
+    }
+}
+
+/// `--json <path>` among the arguments (cargo bench passes `--bench` too).
+fn json_path_from_args() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|arg| arg == "--json")
+        .and_then(|at| args.get(at + 1).cloned())
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n{:<10} {:<44} {:>14} {:<28} {:>14} {:>8} {:>14} {:>5}",
+        "section", "figure", "value", "baseline", "baseline value", "ratio", "target", "met"
+    );
+    println!("{}", "-".repeat(146));
+    for row in rows {
+        let met = match row.met() {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "",
+        };
+        println!(
+            "{:<10} {:<44} {:>14} {:<28} {:>14} {:>8.3} {:>14} {:>5}",
+            row.section,
+            row.what,
+            format_value(row.value, row.unit),
+            row.baseline_name,
+            format_value(row.baseline, row.unit),
+            row.ratio(),
+            row.target_text(),
+            met
+        );
+    }
+}
+
+fn format_value(value: f64, unit: &str) -> String {
+    match unit {
+        "pairs/s" | "sections/s" => format!("{value:.0}/s"),
+        "us" => format!("{value:.1} us"),
+        "bytes" => format!("{value:.0} B"),
+        _ => format!("{value:.3} {unit}"),
+    }
+}
+
+/// Runs `op` in `tasks` tasks for `ROUND`, `ROUNDS` times interleaved with
+/// the other contenders, and returns the median operations per second of each.
+async fn interleaved(tasks: usize, contenders: &[(&str, Op)]) -> Vec<f64> {
+    // Warm-up: connections, scripts, allocator.
+    for (_, op) in contenders {
+        rate(tasks, Duration::from_millis(300), op.clone()).await;
+    }
+    let mut samples = vec![Vec::new(); contenders.len()];
+    for _ in 0..ROUNDS {
+        for (index, (_, op)) in contenders.iter().enumerate() {
+            samples[index].push(rate(tasks, ROUND, op.clone()).await);
+        }
+    }
+    samples.into_iter().map(median).collect()
+}
+
+/// Operations per second of `op` run back to back in `tasks` tasks for `span`.
+async fn rate(tasks: usize, span: Duration, op: Op) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + span;
+    let workers: Vec<_> = (0..tasks)
+        .map(|task| {
+            let op = op.clone();
+            let done = Arc::clone(&done);
+            tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    op(task).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("benchmark task");
+    }
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1e6
+}
+
+/// One benchmarked operation, run by task number.
+type Op = Arc<dyn Fn(usize) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+fn op<F, Fut>(f: F) -> Op
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    Arc::new(move |task| Box::pin(f(task)))
+}
+
+// ---------------------------------------------------------------- memory
+
+fn memory_throughput(rows: &mut Vec<Row>) {
+    // A 2-worker runtime, as the targets say.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        for tasks in [1, 64] {
+            let locks = LockManager::memory();
+            let lock_core_op = op(move |task| {
+                let lock = locks.lock(format!("bench:{task}"), TTL);
+                async move {
+                    let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+                    guard.release().await.expect("release");
+                }
+            });
+            // The baseline: the least a process-local lease table can do, a
+            // locked HashMap with insert-if-absent and compare-remove.
+            let table: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+            let keys: Arc<Vec<String>> = Arc::new(
+                (0..tasks)
+                    .map(|task| format!("lock:bench:{task}"))
+                    .collect(),
+            );
+            let tokens = Arc::new(AtomicU64::new(0));
+            let baseline_op = op(move |task| {
+                let table = Arc::clone(&table);
+                let keys = Arc::clone(&keys);
+                let token = tokens.fetch_add(1, Ordering::Relaxed);
+                async move {
+                    let key = &keys[task];
+                    {
+                        let mut table = table.lock().expect("unpoisoned");
+                        if !table.contains_key(key) {
+                            table.insert(key.clone(), token);
+                        }
+                    }
+                    let mut table = table.lock().expect("unpoisoned");
+                    if table.get(key) == Some(&token) {
+                        table.remove(key);
+                    }
+                }
+            });
+            let rates = interleaved(
+                tasks,
+                &[("lock-core", lock_core_op), ("mutex-hashmap", baseline_op)],
+            )
+            .await;
+            rows.push(Row {
+                section: "memory",
+                what: format!("uncontended acquire+release, {tasks} task(s)"),
+                value: rates[0],
+                unit: "pairs/s",
+                baseline_name: "Mutex<HashMap> insert/remove".to_owned(),
+                baseline: rates[1],
+                target: Some(Target::RatioAtLeast(0.5)),
+            });
+        }
+    });
+}
+
+/// Resident memory of this process, from `/proc/self/status` (Linux).
+fn resident_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Resident memory per held lock beyond its key, with a million held: the
+/// growth of the process's resident set, so allocator overhead and the hash
+/// table's spare capacity count too.
+fn memory_bytes_per_lock(rows: &mut Vec<Row>) {
+    const HELD: usize = 1_000_000;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let store = MemoryStore::new();
+        let locks = LockManager::new(store.clone());
+        let names: Vec<String> = (0..HELD).map(|i| format!("bench:held:{i}")).collect();
+        let key_bytes: usize = names.iter().map(|name| "lock:".len() + name.len()).sum();
+        let Some(before) = resident_bytes() else {
+            eprintln!("no /proc/self/status: bytes per held lock not measured");
+            return;
+        };
+        for name in &names {
+            let guard = locks
+                .lock(name.as_str(), Duration::from_secs(3600))
+                .acquire()
+                .await
+                .expect("acquire")
+                .expect("free");
+            guard.keep();
+        }
+        let after = resident_bytes().unwrap_or(before);
+        assert_eq!(store.len(), HELD, "every lock is held");
+        let per_lock = after.saturating_sub(before) as f64 / HELD as f64;
+        let key_per_lock = key_bytes as f64 / HELD as f64;
+        rows.push(Row {
+            section: "memory",
+            what: format!("resident bytes per held lock beyond its key, {HELD} held"),
+            value: per_lock - key_per_lock,
+            unit: "bytes",
+            baseline_name: "key bytes per lock".to_owned(),
+            baseline: key_per_lock,
+            target: Some(Target::AtMost(256.0)),
+        });
+    });
+}
+
+async fn memory_handoff(rows: &mut Vec<Row>) {
+    let locks = LockManager::memory();
+    let latencies = handoff(&locks, 500, Duration::from_millis(1)).await;
+    let polling = polling_handoff_memory(30).await;
+    push_handoff(
+        rows,
+        "memory",
+        "lock-core in memory",
+        &latencies,
+        "100 ms polling waiter",
+        &polling,
+        50.0,
+    );
+}
+
+async fn memory_contention(rows: &mut Vec<Row>) {
+    let locks = LockManager::memory();
+    let sections = contention(&locks).await;
+    rows.push(Row {
+        section: "memory",
+        what: "64 tasks on one lock with wait".to_owned(),
+        value: sections,
+        unit: "sections/s",
+        baseline_name: "-".to_owned(),
+        baseline: 0.0,
+        target: None,
+    });
+}
+
+// ---------------------------------------------------------------- shared
+
+/// Handoff latency: a holder releases while a waiter is already waiting; from
+/// just before the release call to the waiter holding the lock.
+async fn handoff(locks: &LockManager, rounds: usize, settle: Duration) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let name = format!("bench:handoff:{round}:{}", rand::random::<u32>());
+        let holder = locks
+            .lock(name.as_str(), TTL)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let waiter = {
+            let lock = locks
+                .lock(name.as_str(), TTL)
+                .wait_for(Duration::from_secs(10));
+            tokio::spawn(async move {
+                let guard = lock.acquire().await.expect("acquire");
+                (Instant::now(), guard)
+            })
+        };
+        tokio::time::sleep(settle).await;
+        let released_at = Instant::now();
+        holder.release().await.expect("release");
+        let (acquired_at, guard) = waiter.await.expect("waiter");
+        guard
+            .expect("the waiter got it")
+            .release()
+            .await
+            .expect("release");
+        latencies.push(acquired_at - released_at);
+    }
+    latencies.sort();
+    latencies
+}
+
+/// The reference module's waiter: try, and on failure sleep a fixed 100 ms.
+/// The holder releases at a random point of the polling period.
+async fn polling_handoff_memory(rounds: usize) -> Vec<Duration> {
+    let locks = LockManager::memory();
+    let mut latencies = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let name = format!("bench:polling:{round}");
+        let holder = locks
+            .lock(name.as_str(), TTL)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let lock = locks.lock(name.as_str(), TTL);
+        let waiter = tokio::spawn(async move {
+            loop {
+                if let Some(guard) = lock.acquire().await.expect("acquire") {
+                    return (Instant::now(), guard);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
+        let released_at = Instant::now();
+        holder.release().await.expect("release");
+        let (acquired_at, guard) = waiter.await.expect("waiter");
+        guard.release().await.expect("release");
+        latencies.push(acquired_at - released_at);
+    }
+    latencies.sort();
+    latencies
+}
+
+fn push_handoff(
+    rows: &mut Vec<Row>,
+    section: &'static str,
+    name: &str,
+    ours: &[Duration],
+    baseline_name: &str,
+    baseline: &[Duration],
+    p50_target_us: f64,
+) {
+    rows.push(Row {
+        section,
+        what: format!("handoff p50, {name} ({} rounds)", ours.len()),
+        value: percentile(ours, 0.5),
+        unit: "us",
+        baseline_name: format!("{baseline_name} p50"),
+        baseline: percentile(baseline, 0.5),
+        target: Some(Target::AtMost(p50_target_us)),
+    });
+    rows.push(Row {
+        section,
+        what: format!("handoff p99, {name}"),
+        value: percentile(ours, 0.99),
+        unit: "us",
+        baseline_name: format!("{baseline_name} p99"),
+        baseline: percentile(baseline, 0.99),
+        target: None,
+    });
+}
+
+/// Completed critical sections per second with 64 tasks on one lock, each
+/// waiting for its turn.
+async fn contention(locks: &LockManager) -> f64 {
+    let name = format!("bench:contended:{}", rand::random::<u32>());
+    let lock = locks.lock(name, TTL).wait_for(Duration::from_secs(60));
+    let done = Arc::new(AtomicU64::new(0));
+    let span = Duration::from_secs(3);
+    let started = Instant::now();
+    let deadline = started + span;
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            let lock = lock.clone();
+            let done = Arc::clone(&done);
+            tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    let ran = lock.run(async { Ok::<_, Error>(()) }).await.expect("run");
+                    if ran.is_some() {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("contender");
+    }
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+// ---------------------------------------------------------------- redis
+
+/// The compare-and-delete every correct Redis lock releases with.
+const RAW_RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+#[lock_core::locked(name = "bench:locked:{task}", ttl = "30s", manager = "bench-redis")]
+async fn locked_noop(task: usize) {
+    let _ = task;
+}
+
+async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
+    let store = RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+    registry::install_named("bench-redis", locks.clone()).expect("install");
+    let client = redis::Client::open(url).expect("url");
+    let raw: ConnectionManager = ConnectionManager::new(client).await.expect("connect");
+    let release = redis::Script::new(RAW_RELEASE);
+    let rslock = rslock::LockManager::new(vec![url.to_owned()]);
+
+    for tasks in [1, 64] {
+        let direct = {
+            let locks = locks.clone();
+            op(move |task| {
+                let lock = locks.lock(format!("direct:{task}"), TTL);
+                async move {
+                    let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+                    guard.release().await.expect("release");
+                }
+            })
+        };
+        let attribute = op(|task| async move {
+            locked_noop(task)
+                .await
+                .expect("locked")
+                .expect("uncontended");
+        });
+        let raw_op = {
+            let raw = raw.clone();
+            let release = release.clone();
+            op(move |task| {
+                let mut connection = raw.clone();
+                let release = release.clone();
+                async move {
+                    let key = format!("bench:raw:{task}");
+                    let token = format!("{:032x}", rand::random::<u128>());
+                    let set: Option<String> = redis::cmd("SET")
+                        .arg(&key)
+                        .arg(&token)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut connection)
+                        .await
+                        .expect("SET");
+                    assert!(set.is_some(), "uncontended");
+                    let deleted: i64 = release
+                        .key(&key)
+                        .arg(&token)
+                        .invoke_async(&mut connection)
+                        .await
+                        .expect("release");
+                    assert_eq!(deleted, 1);
+                }
+            })
+        };
+        let rslock_op = {
+            let rslock = rslock.clone();
+            op(move |task| {
+                let rslock = rslock.clone();
+                async move {
+                    let resource = format!("bench:rslock:{task}");
+                    let lock = rslock
+                        .lock(resource.as_bytes(), TTL)
+                        .await
+                        .expect("rslock: uncontended");
+                    rslock.unlock(&lock).await;
+                }
+            })
+        };
+        let rates = interleaved(
+            tasks,
+            &[
+                ("direct", direct),
+                ("attribute", attribute),
+                ("raw", raw_op),
+                ("rslock", rslock_op),
+            ],
+        )
+        .await;
+        let (direct, attribute, raw, rslock_rate) = (rates[0], rates[1], rates[2], rates[3]);
+        let raw_target = if tasks == 1 { 0.95 } else { 0.9 };
+        rows.push(Row {
+            section: "redis",
+            what: format!("uncontended pairs, lock-core API, {tasks} task(s)"),
+            value: direct,
+            unit: "pairs/s",
+            baseline_name: "raw SET NX PX + CAD script".to_owned(),
+            baseline: raw,
+            target: Some(Target::RatioAtLeast(raw_target)),
+        });
+        rows.push(Row {
+            section: "redis",
+            what: format!("uncontended pairs, lock-core API, {tasks} task(s)"),
+            value: direct,
+            unit: "pairs/s",
+            baseline_name: "rslock".to_owned(),
+            baseline: rslock_rate,
+            target: (tasks == 64).then_some(Target::RatioAtLeast(1.2)),
+        });
+        rows.push(Row {
+            section: "redis",
+            what: format!("uncontended pairs, #[locked] fn, {tasks} task(s)"),
+            value: attribute,
+            unit: "pairs/s",
+            baseline_name: "lock-core API".to_owned(),
+            baseline: direct,
+            target: Some(Target::RatioWithin(0.03)),
+        });
+    }
+}
+
+async fn redis_handoff(url: &str, rows: &mut Vec<Row>) {
+    let store = RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+    let ours = handoff(&locks, 300, Duration::from_millis(3)).await;
+
+    // The reference module's waiter on Redis: SET NX PX, else sleep 100 ms.
+    let client = redis::Client::open(url).expect("url");
+    let raw: ConnectionManager = ConnectionManager::new(client).await.expect("connect");
+    let mut polling = Vec::new();
+    for round in 0..30 {
+        let key = format!("bench:poll:{round}:{}", rand::random::<u32>());
+        let mut connection = raw.clone();
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg("holder")
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut connection)
+            .await
+            .expect("SET");
+        let waiter = {
+            let mut connection = raw.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                loop {
+                    let set: Option<String> = redis::cmd("SET")
+                        .arg(&key)
+                        .arg("waiter")
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut connection)
+                        .await
+                        .expect("SET");
+                    if set.is_some() {
+                        return Instant::now();
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
+        let released_at = Instant::now();
+        let _: i64 = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+            .expect("DEL");
+        let acquired_at = waiter.await.expect("waiter");
+        let _: i64 = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+            .expect("DEL");
+        polling.push(acquired_at - released_at);
+    }
+    polling.sort();
+
+    // rslock's own waiting: `acquire` retries until it gets the lock.
+    let rslock = rslock::LockManager::new(vec![url.to_owned()]);
+    let mut retrying = Vec::new();
+    for round in 0..30 {
+        let resource = format!("bench:rslock-wait:{round}:{}", rand::random::<u32>());
+        let holder = rslock
+            .lock(resource.as_bytes(), TTL)
+            .await
+            .expect("rslock lock");
+        let waiter = {
+            let rslock = rslock.clone();
+            let resource = resource.clone();
+            tokio::spawn(async move {
+                let guard = rslock
+                    .acquire(resource.as_bytes(), TTL)
+                    .await
+                    .expect("rslock acquire");
+                (Instant::now(), guard)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
+        let released_at = Instant::now();
+        rslock.unlock(&holder).await;
+        let (acquired_at, guard) = waiter.await.expect("waiter");
+        guard.release().await;
+        retrying.push(acquired_at - released_at);
+    }
+    retrying.sort();
+
+    push_handoff(
+        rows,
+        "redis",
+        "lock-core on Redis",
+        &ours,
+        "100 ms polling waiter",
+        &polling,
+        1000.0,
+    );
+    rows.push(Row {
+        section: "redis",
+        what: "handoff p50, lock-core on Redis".to_owned(),
+        value: percentile(&ours, 0.5),
+        unit: "us",
+        baseline_name: "rslock acquire retry p50".to_owned(),
+        baseline: percentile(&retrying, 0.5),
+        target: None,
+    });
+    rows.push(Row {
+        section: "redis",
+        what: "handoff p99, lock-core on Redis".to_owned(),
+        value: percentile(&ours, 0.99),
+        unit: "us",
+        baseline_name: "rslock acquire retry p99".to_owned(),
+        baseline: percentile(&retrying, 0.99),
+        target: None,
+    });
+}
+
+async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
+    let store = RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+    let sections = contention(&locks).await;
+    rows.push(Row {
+        section: "redis",
+        what: "64 tasks on one lock with wait".to_owned(),
+        value: sections,
+        unit: "sections/s",
+        baseline_name: "-".to_owned(),
+        baseline: 0.0,
+        target: None,
+    });
+}
