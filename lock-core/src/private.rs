@@ -5,14 +5,54 @@
 //! for everything else, so the runtime behaviour of a locked function is
 //! ordinary Rust, tested here, rather than quoted tokens.
 
+use std::future::Future;
 use std::time::Duration;
 
-use crate::registry::{self, DeclaredLock};
-use crate::{Error, LockGuard, LockManager, Result};
+use crate::registry::{self, DeclaredLock, OnContended};
+use crate::{Error, Lock, LockManager, OnLost, Result};
 
 /// Re-exported so the expansion's `inventory::submit!` works without the
 /// user depending on `inventory`.
 pub use inventory;
+
+/// The lease options of one `#[locked]` function, as its attribute wrote
+/// them; `const` so they can be part of its link-time record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `renew`: extend the lease every `ttl / 3` while the body runs.
+    pub renew: bool,
+    /// `max_hold`: stop renewing after this long.
+    pub max_hold: Option<Duration>,
+    /// `on_lost`: what the body does when its lease is lost.
+    pub on_lost: OnLost,
+    /// `at_least`: the claim stands this long after acquisition.
+    pub at_least: Option<Duration>,
+    /// `fenced`: each acquisition gets a fencing token.
+    pub fenced: bool,
+    /// `shared`: refuse to run on a per-process store.
+    pub shared: bool,
+    /// `contended`: `Ok(None)` or an error when somebody else holds the lock.
+    pub contended: OnContended,
+}
+
+impl Options {
+    /// Every option off: what an attribute without lease options means.
+    pub const DEFAULT: Options = Options {
+        renew: false,
+        max_hold: None,
+        on_lost: OnLost::Continue,
+        at_least: None,
+        fenced: false,
+        shared: false,
+        contended: OnContended::ReturnNone,
+    };
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options::DEFAULT
+    }
+}
 
 /// The declared-lock record of one `#[locked]` function; `const` so it can
 /// live in a link-time registration.
@@ -24,6 +64,7 @@ pub const fn declare(
     ttl: Duration,
     wait: Duration,
     manager: Option<&'static str>,
+    options: Options,
     file: &'static str,
     line: u32,
 ) -> DeclaredLock {
@@ -34,6 +75,7 @@ pub const fn declare(
         ttl,
         wait,
         manager,
+        options,
         file,
         line,
     }
@@ -47,32 +89,90 @@ pub fn manager(named: Option<&str>) -> Result<LockManager> {
     }
 }
 
-/// Takes the lock for one call of a locked function: `Ok(None)` when
-/// somebody else holds it for the whole `wait`.
-pub async fn acquire(
+/// The lock for one call of a locked function, built with the runtime
+/// builder calls its options stand for.
+pub fn lock(
     named: Option<&str>,
     name: impl Into<String>,
     ttl: Duration,
     wait: Duration,
-) -> Result<Option<LockGuard>> {
-    manager(named)?
+    options: Options,
+) -> Result<Lock> {
+    let mut lock = manager(named)?
         .lock(name, ttl)
         .wait_for(wait)
-        .acquire()
+        .on_lost(options.on_lost);
+    if options.renew {
+        lock = lock.renew();
+    }
+    if let Some(max_hold) = options.max_hold {
+        lock = lock.max_hold(max_hold);
+    }
+    if let Some(at_least) = options.at_least {
+        lock = lock.at_least(at_least);
+    }
+    if options.fenced {
+        lock = lock.fenced();
+    }
+    if options.shared {
+        lock = lock.require_shared();
+    }
+    Ok(lock)
+}
+
+/// Why a locked call whose body returns `Result<T, E>` failed: the body's
+/// own error, or a lock error the expansion converts into `E`.
+///
+/// Keeping the two apart lets the expansion do the conversion itself, at
+/// the span of the declared error type, so a missing `From<lock_core::Error>`
+/// is reported there in [`FromLockError`]'s words.
+#[derive(Debug)]
+pub enum Failure<E> {
+    /// The body returned `Err`.
+    Work(E),
+    /// Taking, keeping or giving back the lock failed, or (with
+    /// [`run_or_contended`]) somebody else held it.
+    Lock(Error),
+}
+
+impl<E> From<Error> for Failure<E> {
+    fn from(error: Error) -> Self {
+        Failure::Lock(error)
+    }
+}
+
+/// Runs the body of a locked function returning `Result<T, E>` under
+/// `lock`, with [`Lock::run`]: `Ok(None)` when somebody else held it.
+pub async fn run<T, E, F>(lock: Result<Lock>, work: F) -> std::result::Result<Option<T>, Failure<E>>
+where
+    F: Future<Output = std::result::Result<T, E>>,
+{
+    lock?
+        .run(async move { work.await.map_err(Failure::Work) })
         .await
 }
 
-/// Gives the lock back after the body returned. The body's result wins: a
-/// failed release is logged, and the lease then ends at its TTL.
-pub async fn release(guard: LockGuard) {
-    let key = guard.key().to_owned();
-    if let Err(error) = guard.release().await {
-        tracing::warn!(
-            %key,
-            %error,
-            "could not release the lock after the locked function returned; it ends at its ttl"
-        );
-    }
+/// Runs the body of a `contended = "error"` function under `lock`, with
+/// [`Lock::run_or_contended`]: contention is `Failure::Lock(Error::Contended)`.
+pub async fn run_or_contended<T, E, F>(
+    lock: Result<Lock>,
+    work: F,
+) -> std::result::Result<T, Failure<E>>
+where
+    F: Future<Output = std::result::Result<T, E>>,
+{
+    lock?
+        .run_or_contended(async move { work.await.map_err(Failure::Work) })
+        .await
+}
+
+/// Runs the body of a locked function returning a plain `T` under `lock`,
+/// with [`Lock::run`]; lock errors come back as they are.
+pub async fn run_plain<T, F>(lock: Result<Lock>, work: F) -> Result<Option<T>>
+where
+    F: Future<Output = T>,
+{
+    lock?.run(async move { Ok::<T, Error>(work.await) }).await
 }
 
 /// Converts a lock error into the locked function's error type.
@@ -95,17 +195,6 @@ impl<E: From<Error>> FromLockError for E {
     }
 }
 
-/// The error type of a `Result`, named through a type alias such as
-/// `io::Result<T>` whose error type the attribute cannot see.
-pub trait ResultParts {
-    /// The `E` of `Result<T, E>`.
-    type Err;
-}
-
-impl<T, E> ResultParts for std::result::Result<T, E> {
-    type Err = E;
-}
-
 /// The "fake return edge": never called (the expansion guards it with
 /// `if false`); its type tells inference what the body returns.
 pub fn fake_return<T>() -> T {
@@ -125,53 +214,130 @@ mod tests {
         }
     }
 
+    const TTL: Duration = Duration::from_secs(5);
+
+    fn options() -> Options {
+        Options::DEFAULT
+    }
+
     // Named managers are how `manager = "x"` reaches its store; a missing one
     // must be an error that names the fix, not a silent fallback.
     #[tokio::test]
     async fn an_unknown_named_manager_is_an_error_not_the_default_manager() {
-        let error = acquire(
+        let error = lock(
             Some("private-tests-never-installed"),
             "jobs",
-            Duration::from_secs(5),
+            TTL,
             Duration::ZERO,
+            options(),
         )
-        .await
         .expect_err("no manager of that name is installed");
         assert!(
             matches!(error, Error::UnknownManager { ref name } if name == "private-tests-never-installed"),
             "got {error:?}"
         );
+        let ran = run_plain(
+            lock(
+                Some("private-tests-never-installed"),
+                "jobs",
+                TTL,
+                Duration::ZERO,
+                options(),
+            ),
+            async { 1 },
+        )
+        .await;
+        assert!(
+            matches!(ran, Err(Error::UnknownManager { .. })),
+            "the call fails with it, without running: {ran:?}"
+        );
     }
 
-    // The override is what tests rely on; the expansion must go through it.
+    // The override is what tests rely on, and `Lock::run` is what gives the
+    // body its lease: the expansion must go through both.
     #[tokio::test]
-    async fn acquire_uses_the_task_local_manager_and_release_frees_it() {
+    async fn a_locked_body_runs_in_the_override_manager_with_its_lease_as_current() {
         let locks = LockManager::memory();
         registry::with_manager(locks.clone(), async {
-            let guard = acquire(None, "jobs", Duration::from_secs(5), Duration::ZERO)
-                .await
-                .expect("the memory store does not fail")
-                .expect("nobody holds it");
-            assert!(
-                locks
-                    .lock("jobs", Duration::from_secs(5))
-                    .is_held()
+            let lock_for_call = || lock(None, "jobs", TTL, Duration::ZERO, options());
+            let inner = run_plain(lock_for_call(), async {
+                let lease = crate::current().expect("the body sees its lease");
+                let held = locks.lock("jobs", TTL).is_held().await.expect("memory");
+                let again = run_plain(lock_for_call(), async { "ran twice" })
                     .await
-                    .expect("memory"),
-                "the lock is taken in the override manager"
+                    .expect("memory");
+                (lease.key().to_owned(), held, again)
+            })
+            .await
+            .expect("memory")
+            .expect("nobody holds it");
+            assert_eq!(inner.0, "lock:jobs", "the lease is this lock's");
+            assert!(inner.1, "the lock is taken in the override manager");
+            assert_eq!(inner.2, None, "a second caller is told it is held");
+            assert!(
+                !locks.lock("jobs", TTL).is_held().await.expect("memory"),
+                "released after the body"
             );
-            let again = acquire(None, "jobs", Duration::from_secs(5), Duration::ZERO)
-                .await
-                .expect("memory");
-            assert!(again.is_none(), "a second caller is told it is held");
-            release(guard).await;
+        })
+        .await;
+    }
+
+    // Each option must reach the runtime builder; these are the ones whose
+    // effect shows without waiting: fencing, the shared requirement and
+    // contention as an error.
+    #[tokio::test]
+    async fn each_option_becomes_its_builder_call() {
+        let locks = LockManager::memory();
+        registry::with_manager(locks.clone(), async {
+            let fenced = Options {
+                fenced: true,
+                ..options()
+            };
+            let fence = run_plain(lock(None, "f", TTL, Duration::ZERO, fenced), async {
+                crate::current().and_then(|lease| lease.fence())
+            })
+            .await
+            .expect("memory fences")
+            .expect("free");
+            assert!(fence.is_some(), "fenced gives a token");
+
+            let shared = Options {
+                shared: true,
+                ..options()
+            };
+            let refused = run_plain(lock(None, "s", TTL, Duration::ZERO, shared), async {}).await;
             assert!(
-                !locks
-                    .lock("jobs", Duration::from_secs(5))
-                    .is_held()
-                    .await
-                    .expect("memory"),
-                "release frees it"
+                matches!(refused, Err(Error::NotShared { .. })),
+                "shared refuses a memory store: {refused:?}"
+            );
+
+            let _held = locks.lock("c", TTL).acquire().await.expect("memory");
+            let contended: std::result::Result<u8, Failure<AppError>> =
+                run_or_contended(lock(None, "c", TTL, Duration::ZERO, options()), async {
+                    Ok(1)
+                })
+                .await;
+            assert!(
+                matches!(contended, Err(Failure::Lock(Error::Contended { .. }))),
+                "contention is a lock failure: {contended:?}"
+            );
+        })
+        .await;
+    }
+
+    // The body's own error must stay the body's, apart from lock errors, so
+    // it is returned unconverted.
+    #[tokio::test]
+    async fn the_bodys_own_error_is_kept_apart_from_lock_errors() {
+        registry::with_manager(LockManager::memory(), async {
+            let out: std::result::Result<Option<u8>, Failure<&str>> =
+                run(lock(None, "e", TTL, Duration::ZERO, options()), async {
+                    Err("the body's own")
+                })
+                .await;
+            assert!(
+                matches!(out, Err(Failure::Work("the body's own"))),
+                "got {out:?}"
             );
         })
         .await;
@@ -180,10 +346,7 @@ mod tests {
     // Lock errors reach users through their own error type.
     #[test]
     fn a_lock_error_converts_into_any_error_that_takes_it() {
-        type AppResult<T> = std::result::Result<T, AppError>;
-        let error = <<AppResult<u8> as ResultParts>::Err as FromLockError>::from_lock_error(
-            Error::AlreadyInstalled,
-        );
+        let error: AppError = FromLockError::from_lock_error(Error::AlreadyInstalled);
         assert!(matches!(error.0, Error::AlreadyInstalled), "wrapped as is");
         let boxed: Box<dyn std::error::Error + Send + Sync> =
             FromLockError::from_lock_error(Error::AlreadyInstalled);
@@ -200,6 +363,11 @@ mod tests {
             Duration::from_secs(30),
             Duration::from_secs(2),
             Some("billing"),
+            Options {
+                renew: true,
+                max_hold: Some(Duration::from_secs(3600)),
+                ..Options::DEFAULT
+            },
             "src/app.rs",
             7,
         );
@@ -209,6 +377,9 @@ mod tests {
         assert_eq!(lock.ttl(), Duration::from_secs(30), "ttl");
         assert_eq!(lock.wait(), Duration::from_secs(2), "wait");
         assert_eq!(lock.manager(), Some("billing"), "manager");
+        assert!(lock.renew(), "renew");
+        assert_eq!(lock.max_hold(), Some(Duration::from_secs(3600)), "max_hold");
+        assert!(!lock.fenced(), "fenced");
         assert_eq!((lock.file(), lock.line()), ("src/app.rs", 7), "location");
     }
 }

@@ -32,7 +32,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{OnceLock, PoisonError, RwLock};
 
-use crate::{Error, LockManager, Result};
+use crate::__private::Options;
+use crate::{Error, LockManager, OnLost, Result};
 
 tokio::task_local! {
     static OVERRIDE: LockManager;
@@ -133,11 +134,26 @@ pub struct DeclaredLock {
     pub(crate) ttl: std::time::Duration,
     pub(crate) wait: std::time::Duration,
     pub(crate) manager: Option<&'static str>,
+    pub(crate) options: Options,
     pub(crate) file: &'static str,
     pub(crate) line: u32,
 }
 
 inventory::collect!(DeclaredLock);
+
+/// What a `#[locked]` call does when somebody else holds the lock for the
+/// whole wait: the attribute's `contended` key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnContended {
+    /// `contended = "none"` (the default): the call returns `Ok(None)`, and
+    /// the return type is wrapped in `Option`.
+    #[default]
+    ReturnNone,
+    /// `contended = "error"`: the call returns [`Error::Contended`] through
+    /// the function's error type, and the declared return type is kept.
+    Error,
+}
 
 impl DeclaredLock {
     /// The lock name template as written (`"reports:{tenant}"`), or the
@@ -172,6 +188,45 @@ impl DeclaredLock {
     /// for the default manager.
     pub fn manager(&self) -> Option<&'static str> {
         self.manager
+    }
+
+    /// The `renew` flag: the lease is extended every `ttl / 3` while the
+    /// body runs.
+    pub fn renew(&self) -> bool {
+        self.options.renew
+    }
+
+    /// The `max_hold` key: renewal stops this long after acquisition; `None`
+    /// when renewal is not capped (or there is none).
+    pub fn max_hold(&self) -> Option<std::time::Duration> {
+        self.options.max_hold
+    }
+
+    /// The `on_lost` key: what the body does when its lease is lost.
+    pub fn on_lost(&self) -> OnLost {
+        self.options.on_lost
+    }
+
+    /// The `at_least` key: how long the claim stands after acquisition even
+    /// when the body ends sooner; `None` when release ends it.
+    pub fn at_least(&self) -> Option<std::time::Duration> {
+        self.options.at_least
+    }
+
+    /// The `fenced` flag: each acquisition gets a fencing token.
+    pub fn fenced(&self) -> bool {
+        self.options.fenced
+    }
+
+    /// The `shared` flag: calls refuse to run on a per-process store, and
+    /// [`verify`] reports a manager that is not shared.
+    pub fn shared(&self) -> bool {
+        self.options.shared
+    }
+
+    /// The `contended` key: `Ok(None)` or an error when the lock is held.
+    pub fn contended(&self) -> OnContended {
+        self.options.contended
     }
 
     /// The source file of the attribute.
@@ -213,7 +268,13 @@ pub fn declared() -> Vec<&'static DeclaredLock> {
 /// # Errors
 ///
 /// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
-/// installed; one literal lock name declared with two different TTLs.
+/// installed; one literal lock name declared with two different TTLs; a
+/// `shared` function whose manager is not [shared](LockManager::is_shared).
+///
+/// The `shared` check looks at the manager a call would use at this moment:
+/// the named one, or [`manager`] for functions that name none (so, with
+/// nothing installed, the per-process fallback, which is never shared).
+/// Inside [`with_manager`] that is the override.
 pub fn verify() -> std::result::Result<(), Problems> {
     let installed = |name: &str| {
         NAMED
@@ -222,7 +283,11 @@ pub fn verify() -> std::result::Result<(), Problems> {
             .as_ref()
             .is_some_and(|named| named.contains_key(name))
     };
-    let problems = problems_in(&declared(), &installed);
+    let shared = |named: Option<&str>| match named {
+        Some(name) => manager_named(name).ok().map(|manager| manager.is_shared()),
+        None => Some(manager().is_shared()),
+    };
+    let problems = problems_in(&declared(), &installed, &shared);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -231,16 +296,24 @@ pub fn verify() -> std::result::Result<(), Problems> {
 }
 
 /// The checks behind [`verify`], over any set of declarations.
+///
+/// `shared(manager)` says whether the manager a declaration uses is shared,
+/// `None` when it cannot be resolved (a missing manager, reported apart).
 fn problems_in(
     declared: &[&'static DeclaredLock],
     installed: &dyn Fn(&str) -> bool,
+    shared: &dyn Fn(Option<&str>) -> Option<bool>,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     for lock in declared {
         if let Some(manager) = lock.manager {
             if !installed(manager) {
                 problems.push(Problem::ManagerNotInstalled { lock });
+                continue;
             }
+        }
+        if lock.options.shared && shared(lock.manager) == Some(false) {
+            problems.push(Problem::NotShared { lock });
         }
     }
     for (index, first) in declared.iter().enumerate() {
@@ -274,6 +347,12 @@ pub enum Problem {
         /// The declaration naming the manager.
         lock: &'static DeclaredLock,
     },
+    /// A function declared `shared` uses a manager whose store is
+    /// per-process: each call would fail with [`Error::NotShared`].
+    NotShared {
+        /// The `shared` declaration.
+        lock: &'static DeclaredLock,
+    },
     /// Two functions declare the same literal lock name (on the same manager)
     /// with different TTLs, so the lease's length depends on which one runs.
     ConflictingTtl {
@@ -293,6 +372,26 @@ impl std::fmt::Display for Problem {
                     f,
                     "`{}` ({}:{}) uses the lock manager `{manager}`, which is not installed; \
                      call `lock_core::registry::install_named(\"{manager}\", manager)` at startup",
+                    lock.function, lock.file, lock.line
+                )
+            }
+            Problem::NotShared { lock } => {
+                let (manager, install) = match lock.manager {
+                    Some(name) => (
+                        format!("the lock manager `{name}`"),
+                        format!("`lock_core::registry::install_named(\"{name}\", manager)`"),
+                    ),
+                    None => (
+                        "the default lock manager".to_owned(),
+                        "`lock_core::registry::install(manager)`".to_owned(),
+                    ),
+                };
+                write!(
+                    f,
+                    "`{}` ({}:{}) is declared `shared`, but {manager} keeps its locks in this \
+                     process only, so every call would fail with `NotShared`; install a manager \
+                     over a shared store (such as Redis) with {install} at startup, or use \
+                     `declared_shared()` if the application truly runs as one process",
                     lock.function, lock.file, lock.line
                 )
             }
@@ -375,9 +474,24 @@ mod declared_tests {
             ttl: Duration::from_secs(ttl),
             wait: Duration::ZERO,
             manager,
+            options: Options::DEFAULT,
             file: "src/jobs.rs",
             line: 1,
         }))
+    }
+
+    fn leak_shared(function: &'static str, manager: Option<&'static str>) -> &'static DeclaredLock {
+        Box::leak(Box::new(DeclaredLock {
+            options: Options {
+                shared: true,
+                ..Options::DEFAULT
+            },
+            ..*leak(Some(function), function, 10, manager)
+        }))
+    }
+
+    fn all_shared(_: Option<&str>) -> Option<bool> {
+        Some(true)
     }
 
     // A manager that is not installed makes every call fail; verify must
@@ -389,7 +503,7 @@ mod declared_tests {
             leak(Some("b"), "app::b", 10, Some("reports")),
             leak(Some("c"), "app::c", 10, None),
         ];
-        let problems = problems_in(&declared, &|name| name == "reports");
+        let problems = problems_in(&declared, &|name| name == "reports", &all_shared);
         assert_eq!(problems.len(), 1, "only billing is missing: {problems:?}");
         let text = problems[0].to_string();
         assert!(
@@ -409,7 +523,7 @@ mod declared_tests {
             leak(None, "app::e", 30, None),
             leak(None, "app::f", 40, None),
         ];
-        let problems = problems_in(&declared, &|_| true);
+        let problems = problems_in(&declared, &|_| true, &all_shared);
         assert_eq!(
             problems.len(),
             1,
@@ -430,8 +544,58 @@ mod declared_tests {
             leak(Some("nightly"), "app::b", 10, None),
         ];
         assert!(
-            problems_in(&declared, &|_| true).is_empty(),
+            problems_in(&declared, &|_| true, &all_shared).is_empty(),
             "same name, same ttl"
+        );
+    }
+
+    // A `shared` function on a per-process manager fails every call with
+    // NotShared; verify must say so at boot, for the default manager and for
+    // named ones, and leave shared managers and unshared locks alone.
+    #[test]
+    fn a_shared_declaration_on_a_per_process_manager_is_a_problem() {
+        let declared = [
+            leak_shared("app::default_memory", None),
+            leak_shared("app::named_memory", Some("local")),
+            leak_shared("app::named_redis", Some("redis")),
+            leak_shared("app::missing", Some("missing")),
+            leak(Some("app::unshared"), "app::unshared", 10, None),
+        ];
+        let shared = |manager: Option<&str>| match manager {
+            None | Some("local") => Some(false),
+            Some("redis") => Some(true),
+            Some(_) => None,
+        };
+        let problems = problems_in(&declared, &|name| name != "missing", &shared);
+        let named: Vec<&str> = problems
+            .iter()
+            .map(|problem| match problem {
+                Problem::NotShared { lock } | Problem::ManagerNotInstalled { lock } => {
+                    lock.function
+                }
+                Problem::ConflictingTtl { first, .. } => first.function,
+            })
+            .collect();
+        assert_eq!(
+            named,
+            ["app::default_memory", "app::named_memory", "app::missing"],
+            "both per-process managers, and the missing one only as missing: {problems:?}"
+        );
+        assert!(
+            matches!(problems[2], Problem::ManagerNotInstalled { .. }),
+            "a missing manager is reported as missing, not also as not shared"
+        );
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("`app::default_memory`")
+                && text.contains("default lock manager")
+                && text.contains("registry::install(manager)"),
+            "names the function, the manager and the fix: {text}"
+        );
+        let text = problems[1].to_string();
+        assert!(
+            text.contains("`local`") && text.contains("install_named(\"local\""),
+            "names the named manager and its fix: {text}"
         );
     }
 }

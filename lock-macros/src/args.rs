@@ -1,19 +1,37 @@
-//! Parsing the attribute's arguments: `name = "..", ttl = "..", wait = "..",
-//! manager = "..", crate = ".."`.
+//! Parsing the attribute's arguments: `key = "value"` pairs (`name`, `ttl`,
+//! `wait`, `manager`, `max_hold`, `on_lost`, `at_least`, `contended`,
+//! `crate`) and bare flags (`renew`, `fenced`, `shared`).
 //!
-//! Parsing only checks the shape of each `key = "value"` pair and keeps the
-//! string literals (for their spans); what the values mean is checked in
+//! Parsing only checks the shape of each pair or flag and keeps the string
+//! literals and flag idents (for their spans); what the values mean is checked in
 //! [`validate`](crate::validate). Every problem is collected, so one compile
 //! reports all of them.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::parse::Parser;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
 
 use crate::Errors;
 
 /// Every key the attribute takes, in the order the docs list them.
-pub(crate) const KEYS: &[&str] = &["name", "ttl", "wait", "manager", "crate"];
+pub(crate) const KEYS: &[&str] = &[
+    "name",
+    "ttl",
+    "wait",
+    "manager",
+    "renew",
+    "max_hold",
+    "on_lost",
+    "at_least",
+    "fenced",
+    "shared",
+    "contended",
+    "crate",
+];
+
+/// The keys that are flags: written bare, with no value.
+const FLAGS: &[&str] = &["renew", "fenced", "shared"];
 
 /// The attribute's arguments as written.
 #[derive(Default)]
@@ -22,6 +40,13 @@ pub(crate) struct Args {
     pub(crate) ttl: Option<LitStr>,
     pub(crate) wait: Option<LitStr>,
     pub(crate) manager: Option<LitStr>,
+    pub(crate) renew: Option<Ident>,
+    pub(crate) max_hold: Option<LitStr>,
+    pub(crate) on_lost: Option<LitStr>,
+    pub(crate) at_least: Option<LitStr>,
+    pub(crate) fenced: Option<Ident>,
+    pub(crate) shared: Option<Ident>,
+    pub(crate) contended: Option<LitStr>,
     pub(crate) krate: Option<LitStr>,
     /// Keys that were written, even with a bad value or misspelt (as the key
     /// they were closest to), so a wrong `ttl` is not also reported missing.
@@ -53,14 +78,30 @@ impl Args {
                 return Ok(());
             };
             args.written.push(known);
+            if FLAGS.contains(&known) {
+                if !flag(&meta, &key, errors)? {
+                    return Ok(());
+                }
+                let slot = match known {
+                    "renew" => &mut args.renew,
+                    "fenced" => &mut args.fenced,
+                    _ => &mut args.shared,
+                };
+                set_once(slot, &key, key.clone(), errors);
+                return Ok(());
+            }
             let Some(value) = string_value(&meta, &key, errors)? else {
                 return Ok(());
             };
-            let slot = match key_name.as_str() {
+            let slot = match known {
                 "name" => &mut args.name,
                 "ttl" => &mut args.ttl,
                 "wait" => &mut args.wait,
                 "manager" => &mut args.manager,
+                "max_hold" => &mut args.max_hold,
+                "on_lost" => &mut args.on_lost,
+                "at_least" => &mut args.at_least,
+                "contended" => &mut args.contended,
                 _ => &mut args.krate,
             };
             set_once(slot, &key, value, errors);
@@ -74,7 +115,7 @@ impl Args {
 }
 
 /// Stores `value` in `slot` unless the key was given already.
-fn set_once(slot: &mut Option<LitStr>, key: &Ident, value: LitStr, errors: &mut Errors) {
+fn set_once<T>(slot: &mut Option<T>, key: &Ident, value: T, errors: &mut Errors) {
     if slot.is_some() {
         errors.push(syn::Error::new(
             key.span(),
@@ -83,6 +124,32 @@ fn set_once(slot: &mut Option<LitStr>, key: &Ident, value: LitStr, errors: &mut 
     } else {
         *slot = Some(value);
     }
+}
+
+/// Checks that a flag is written bare. `Ok(false)` (with the problem
+/// recorded) when a value follows it; `Err` only when the input is too
+/// malformed to go on.
+fn flag(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    key: &Ident,
+    errors: &mut Errors,
+) -> syn::Result<bool> {
+    let value: TokenStream = if meta.input.peek(Token![=]) {
+        meta.value()?.parse::<Expr>()?.into_token_stream()
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.input
+            .parse::<proc_macro2::Group>()?
+            .into_token_stream()
+    } else {
+        return Ok(true);
+    };
+    errors.push(syn::Error::new_spanned(
+        value,
+        format!(
+            "`{key}` is a flag and takes no value: write `{key}` alone to turn it on, or leave it out to keep it off"
+        ),
+    ));
+    Ok(false)
 }
 
 /// Reads `= "string"` after a key. `Ok(None)` (with the problem recorded)
@@ -113,8 +180,18 @@ fn string_value(
         Expr::Lit(ExprLit {
             lit: Lit::Int(number),
             ..
-        }) if matches!(key.to_string().as_str(), "ttl" | "wait") => {
+        }) if matches!(
+            key.to_string().as_str(),
+            "ttl" | "wait" | "max_hold" | "at_least"
+        ) =>
+        {
             format!("`{key} = \"{}s\"` for seconds", number.base10_digits())
+        }
+        Expr::Path(path) if matches!(key.to_string().as_str(), "on_lost" | "contended") => {
+            match path.path.get_ident() {
+                Some(word) => format!("`{key} = \"{word}\"`"),
+                None => format!("`{key} = {}`", example(key)),
+            }
         }
         _ => format!("`{key} = {}`", example(key)),
     };
@@ -142,6 +219,10 @@ fn example(key: &Ident) -> &'static str {
         "ttl" => "\"30s\"",
         "wait" => "\"2s\"",
         "manager" => "\"billing\"",
+        "max_hold" => "\"1h\"",
+        "on_lost" => "\"cancel\"",
+        "at_least" => "\"1m\"",
+        "contended" => "\"error\"",
         _ => "\"my_lock_core\"",
     }
 }
@@ -260,5 +341,86 @@ mod tests {
         assert_eq!(closest_key("manger"), Some("manager"), "missing letter");
         assert_eq!(closest_key("crates"), Some("crate"), "extra letter");
         assert_eq!(closest_key("timeout"), None, "nothing close");
+    }
+
+    // Flags are bare words; value keys land in their slots like the others.
+    #[test]
+    fn flags_and_lease_option_keys_are_read_into_their_slots() {
+        let (args, errors) = parse(quote!(
+            ttl = "1m",
+            renew,
+            max_hold = "1h",
+            on_lost = "cancel",
+            at_least = "30s",
+            fenced,
+            shared,
+            contended = "error"
+        ));
+        assert!(errors.is_empty(), "no errors expected: {errors:?}");
+        let value = |slot: &Option<LitStr>| slot.as_ref().map(LitStr::value);
+        assert!(args.renew.is_some(), "renew");
+        assert!(args.fenced.is_some(), "fenced");
+        assert!(args.shared.is_some(), "shared");
+        assert_eq!(value(&args.max_hold).as_deref(), Some("1h"), "max_hold");
+        assert_eq!(value(&args.on_lost).as_deref(), Some("cancel"), "on_lost");
+        assert_eq!(value(&args.at_least).as_deref(), Some("30s"), "at_least");
+        assert_eq!(
+            value(&args.contended).as_deref(),
+            Some("error"),
+            "contended"
+        );
+    }
+
+    // `renew = true` reads naturally but is wrong: the message must say a
+    // flag is written alone, and a bare value key must say it needs a value.
+    #[test]
+    fn a_flag_with_a_value_and_a_value_key_without_one_say_how_to_write_them() {
+        let (args, errors) = parse(quote!(
+            ttl = "1m",
+            renew = true,
+            fenced(),
+            max_hold,
+            on_lost = cancel,
+            shared,
+            shared
+        ));
+        assert_eq!(errors.len(), 5, "five mistakes: {errors:?}");
+        assert!(
+            errors[0].contains("`renew` is a flag and takes no value: write `renew` alone"),
+            "{}",
+            errors[0]
+        );
+        assert!(errors[1].contains("`fenced` is a flag"), "{}", errors[1]);
+        assert!(
+            errors[2].contains("`max_hold` needs a value: write `max_hold = \"1h\"`"),
+            "{}",
+            errors[2]
+        );
+        assert!(
+            errors[3].contains("write `on_lost = \"cancel\"`"),
+            "an unquoted word is answered with the quoted word: {}",
+            errors[3]
+        );
+        assert!(
+            errors[4].contains("`shared` is given twice"),
+            "{}",
+            errors[4]
+        );
+        assert!(args.renew.is_none(), "a flag with a value is not set");
+        assert!(
+            args.shared.is_some(),
+            "the first of a duplicated flag is kept"
+        );
+    }
+
+    // The new keys must be suggested for their likely slips too.
+    #[test]
+    fn a_typo_in_a_lease_option_suggests_it() {
+        assert_eq!(closest_key("renwe"), Some("renew"), "swap in renew");
+        assert_eq!(closest_key("fence"), Some("fenced"), "fence");
+        assert_eq!(closest_key("maxhold"), Some("max_hold"), "no underscore");
+        assert_eq!(closest_key("atleast"), Some("at_least"), "no underscore");
+        assert_eq!(closest_key("onlost"), Some("on_lost"), "no underscore");
+        assert_eq!(closest_key("shard"), Some("shared"), "missing letter");
     }
 }

@@ -5,17 +5,22 @@
 //!
 //! ```text
 //! <submit a DeclaredLock for registry::declared()>
-//! let guard = match __private::acquire(manager, name, TTL, WAIT).await {
-//!     Ok(Some(guard)) => guard,
-//!     Ok(None) => return Ok(None),              // contended: the body does not run
-//!     Err(error) => return Err(convert(error)), // E: From<lock_core::Error>
-//! };
-//! let out = async move { <fake return edge> <statements> }.await;
-//! __private::release(guard).await;              // panic or cancel: the guard's Drop releases
-//! <out mapped into Result<Option<T>, E>>
+//! let lock = __private::lock(manager, name, TTL, WAIT, OPTIONS); // Result<Lock>
+//! let work = async move { <fake return edge> <statements> };
+//! // Body returns Result<T, E>: Lock::run (or, with contended = "error",
+//! // Lock::run_or_contended), keeping the body's error apart from lock errors.
+//! match __private::run(lock, work).await {
+//!     Ok(value) => Ok(value),                           // Some(T), or None: contended
+//!     Err(Failure::Work(error)) => Err(error),          // the body's own error
+//!     Err(Failure::Lock(error)) => Err(convert(error)), // E: From<lock_core::Error>
+//! }
+//! // Body returns a plain T: __private::run_plain(lock, work).await
 //! ```
 //!
-//! The statements run in an `async move` block of their own so that `return`
+//! Everything about the lease (acquire, renewal, the lost-lease reaction,
+//! `at_least`, release, release on panic or cancellation) is `Lock::run`'s,
+//! so a locked function behaves exactly like the runtime builder. The
+//! statements run in an `async move` block of their own so that `return`
 //! and `?` inside them return from the body, with the declared type, not from
 //! the rewritten function.
 
@@ -65,7 +70,13 @@ pub(crate) fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
             }
             None => {
                 let settings = Settings::new(args, &function.sig, &mut errors);
-                expand(*function, &settings, &mut errors)
+                match contended_error_without_result(&settings, &function.sig) {
+                    Some(error) => {
+                        errors.push(error);
+                        item
+                    }
+                    None => expand(*function, &settings, &mut errors),
+                }
             }
         },
     };
@@ -131,6 +142,29 @@ fn shape_error(sig: &Signature) -> Option<syn::Error> {
         ));
     }
     None
+}
+
+/// `contended = "error"` on a function that cannot return an error: there
+/// is no `Result` for the contention to go into.
+fn contended_error_without_result(settings: &Settings, sig: &Signature) -> Option<syn::Error> {
+    let literal = settings.lease.contended_error.as_ref()?;
+    if !matches!(classify(&sig.output), Output::Plain) {
+        return None;
+    }
+    let (declared, value) = match &sig.output {
+        ReturnType::Default => ("returns nothing".to_owned(), "()".to_owned()),
+        ReturnType::Type(_, ty) => {
+            let ty = ty.to_token_stream().to_string();
+            (format!("returns `{ty}`"), ty)
+        }
+    };
+    Some(syn::Error::new(
+        literal.span(),
+        format!(
+            "`contended = \"error\"` returns contention as an `Err`, but `{}` {declared}, which has no error channel: declare `-> Result<{value}, lock_core::Error>` (or `Result<{value}, E>` with `E: From<lock_core::Error>`), or drop `contended` to get `Ok(None)` when the lock is held",
+            sig.ident
+        ),
+    ))
 }
 
 /// `#[async_trait]` expands first and leaves a non-async method with an
@@ -260,6 +294,44 @@ fn duration_tokens(duration: Duration) -> TokenStream {
     }
 }
 
+/// The `__private::Options` constant for the lease options.
+fn options_tokens(settings: &Settings, krate: &syn::Path) -> TokenStream {
+    let lease = &settings.lease;
+    let optional = |duration: Option<Duration>| match duration {
+        Some(duration) => {
+            let duration = duration_tokens(duration);
+            quote!(::core::option::Option::Some(#duration))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let renew = lease.renew;
+    let max_hold = optional(lease.max_hold);
+    let on_lost = if lease.cancel_on_lost {
+        quote!(#krate::OnLost::Cancel)
+    } else {
+        quote!(#krate::OnLost::Continue)
+    };
+    let at_least = optional(lease.at_least);
+    let fenced = lease.fenced;
+    let shared = lease.shared;
+    let contended = if lease.contended_error.is_some() {
+        quote!(#krate::registry::OnContended::Error)
+    } else {
+        quote!(#krate::registry::OnContended::ReturnNone)
+    };
+    quote! {
+        #krate::__private::Options {
+            renew: #renew,
+            max_hold: #max_hold,
+            on_lost: #on_lost,
+            at_least: #at_least,
+            fenced: #fenced,
+            shared: #shared,
+            contended: #contended,
+        }
+    }
+}
+
 /// The expression producing the lock name on each call.
 fn name_tokens(name: &Name, fn_name: &str, errors: &mut Errors) -> TokenStream {
     let (literal, pieces) = match name {
@@ -345,24 +417,31 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         .partition(|attr| matches!(attr.style, AttrStyle::Outer));
 
     let shape = classify(&sig.output);
+    // `contended = "error"` keeps the declared type (it is a `Result`: see
+    // `contended_error_without_result`).
+    let contended_error = settings.lease.contended_error.is_some();
     let mut new_sig = sig.clone();
-    let arrow = match &sig.output {
-        ReturnType::Type(arrow, _) => *arrow,
-        ReturnType::Default => Token![->](sig.paren_token.span.join()),
-    };
-    new_sig.output = ReturnType::Type(
-        arrow,
-        Box::new(rewritten_output(&sig.output, &shape, krate)),
-    );
+    if !contended_error {
+        let arrow = match &sig.output {
+            ReturnType::Type(arrow, _) => *arrow,
+            ReturnType::Default => Token![->](sig.paren_token.span.join()),
+        };
+        new_sig.output = ReturnType::Type(
+            arrow,
+            Box::new(rewritten_output(&sig.output, &shape, krate)),
+        );
+    }
 
     // Generated locals resolve at the macro's definition site, so they can
     // neither shadow nor be shadowed by the user's names.
     let def = Span::mixed_site();
-    let guard = Ident::new("__lock_guard", def);
+    let lock = Ident::new("__lock", def);
+    let work = Ident::new("__lock_work", def);
     let error = Ident::new("__lock_error", def);
     let out = Ident::new("__lock_out", def);
     let ttl_const = format_ident!("__LOCK_TTL", span = def);
     let wait_const = format_ident!("__LOCK_WAIT", span = def);
+    let options_const = format_ident!("__LOCK_OPTIONS", span = def);
 
     let ttl = duration_tokens(settings.ttl);
     let wait = duration_tokens(settings.wait);
@@ -370,6 +449,7 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         Some(manager) => quote!(::core::option::Option::Some(#manager)),
         None => quote!(::core::option::Option::None),
     };
+    let options = options_tokens(settings, krate);
     let name = name_tokens(&settings.name, &fn_name, errors);
     let (template, literal_name) = declared_name(&settings.name, &fn_name);
 
@@ -381,17 +461,35 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
             let err = infer_impl_trait((**err).clone());
             quote_spanned!(err.span()=> <#err as #private::FromLockError>::from_lock_error(#error))
         }
+        // The alias hides its error type; it is inferred from the `Err` the
+        // conversion goes into (naming it through the alias would leave any
+        // `impl Trait` in the success type uninferred).
         (Output::OneArg, ReturnType::Type(_, ty)) => quote_spanned!(ty.span()=>
-            <<#body_ty as #private::ResultParts>::Err as #private::FromLockError>::from_lock_error(#error)
+            <_ as #private::FromLockError>::from_lock_error(#error)
         ),
         _ => error.to_token_stream(),
     };
-    let finish = match shape {
+    let run = match shape {
+        Output::Plain => quote! {
+            #private::run_plain(#lock, #work).await
+        },
         Output::TwoArgs { .. } | Output::OneArg => {
-            quote!(::core::result::Result::map(#out, ::core::option::Option::Some))
-        }
-        Output::Plain => {
-            quote!(::core::result::Result::Ok(::core::option::Option::Some(#out)))
+            let runner = if contended_error {
+                quote!(#private::run_or_contended)
+            } else {
+                quote!(#private::run)
+            };
+            quote! {
+                match #runner(#lock, #work).await {
+                    ::core::result::Result::Ok(#out) => ::core::result::Result::Ok(#out),
+                    ::core::result::Result::Err(#private::Failure::Work(#error)) => {
+                        ::core::result::Result::Err(#error)
+                    }
+                    ::core::result::Result::Err(#private::Failure::Lock(#error)) => {
+                        ::core::result::Result::Err(#convert)
+                    }
+                }
+            }
         }
     };
     let stmts = &block.stmts;
@@ -408,22 +506,16 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
                     #ttl,
                     #wait,
                     #manager,
+                    #options,
                     ::core::file!(),
                     ::core::line!(),
                 )
             }
             const #ttl_const: ::core::time::Duration = #ttl;
             const #wait_const: ::core::time::Duration = #wait;
-            let #guard = match #private::acquire(#manager, #name, #ttl_const, #wait_const).await {
-                ::core::result::Result::Ok(::core::option::Option::Some(#guard)) => #guard,
-                ::core::result::Result::Ok(::core::option::Option::None) => {
-                    return ::core::result::Result::Ok(::core::option::Option::None);
-                }
-                ::core::result::Result::Err(#error) => {
-                    return ::core::result::Result::Err(#convert);
-                }
-            };
-            let #out = async move {
+            const #options_const: #private::Options = #options;
+            let #lock = #private::lock(#manager, #name, #ttl_const, #wait_const, #options_const);
+            let #work = async move {
                 // The fake return edge: tells type inference what the body
                 // returns before it reads the body, so `?` and `return` in it
                 // are checked against the declared type.
@@ -431,10 +523,8 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
                     return #private::fake_return::<#body_ty>();
                 }
                 #(#stmts)*
-            }
-            .await;
-            #private::release(#guard).await;
-            #finish
+            };
+            #run
         });
     });
 
@@ -586,7 +676,7 @@ mod tests {
             "no default path left: {tokens}"
         );
         assert!(
-            tokens.contains("my_locks :: __private :: acquire"),
+            tokens.contains("my_locks :: __private :: lock"),
             "the given path is used: {tokens}"
         );
         assert!(!tokens.contains("compile_error"), "no errors: {tokens}");

@@ -47,6 +47,7 @@ use proc_macro::TokenStream;
 /// body does **not** run and the call returns `Ok(None)`. The lease is given
 /// back however the body ends: it returns `Ok`, returns `Err`, panics (the
 /// panic goes on to the caller unchanged), or the call's future is dropped.
+/// Inside the body, `lock_core::current()` is the lease it holds.
 ///
 /// # What goes wrong without this
 ///
@@ -60,8 +61,9 @@ use proc_macro::TokenStream;
 ///
 /// # Keys
 ///
-/// Every value is a string literal. Mistakes (a missing `ttl`, a misspelt
-/// key, a duration like `"10x"`, a placeholder that names no argument) are
+/// Every value is a string literal; `renew`, `fenced` and `shared` are flags
+/// with no value. Mistakes (a missing `ttl`, a misspelt key, a duration like
+/// `"10x"`, a placeholder that names no argument, contradictory options) are
 /// compile errors that point at the offending token and say the fix; all the
 /// mistakes in one attribute are reported in one compile.
 ///
@@ -115,9 +117,94 @@ use proc_macro::TokenStream;
 /// it: `crate = "my_locks"` or `crate = "crate::deps::lock_core"`. The
 /// default is `::lock_core`.
 ///
+/// # Lease options
+///
+/// Each key below is the attribute form of a `lock_core::Lock` builder call,
+/// with the same behaviour (the README's "Lease lifecycle" table has the
+/// guarantee of each). `renew`, `fenced` and `shared` are flags, written
+/// bare: `#[locked(ttl = "10s", renew, fenced)]`; the others take a string.
+///
+/// ## `renew` (flag)
+///
+/// While the body runs, the lease is extended back to `ttl` every `ttl / 3`,
+/// atomically (`Lock::renew`). For work that may run longer than any TTL you
+/// would dare to set: a crashed process stops renewing, so its lease still
+/// ends within one `ttl`.
+///
+/// ## `max_hold` (optional, needs `renew`)
+///
+/// Renewal never pushes the lease past acquisition + `max_hold`
+/// (`Lock::max_hold`): `renew, max_hold = "1h"`. A stuck body then loses the
+/// lease instead of holding the lock forever. Without `renew` it is a
+/// compile error.
+///
+/// ## `on_lost` (optional)
+///
+/// What happens when the lease is known lost while the body runs (a renewal
+/// found it gone, or its deadline passed unrenewed):
+///
+/// - `on_lost = "continue"` (the default) logs at ERROR and lets the body
+///   finish; it may then run alongside the next holder. The body can watch
+///   for it with `lock_core::current()` and its `lost()` future.
+/// - `on_lost = "cancel"` drops the body at that moment and returns
+///   `Err(lock_core::Error::LeaseLost { .. })`, converted like every other
+///   lock error. Detection is as fast as the next renewal, so pair it with
+///   `renew` for prompt cancellation.
+///
+/// ## `at_least` (optional)
+///
+/// When the body ends sooner, the claim stands until acquisition +
+/// `at_least`, kept by the store's own expiry (`Lock::at_least`):
+/// `at_least = "50s"`. What a scheduler's "one server per minute" needs: a
+/// server whose tick comes late finds the minute taken. Longer than `ttl`
+/// is a compile error. The claim stands after a failed body too.
+///
+/// ## `fenced` (flag)
+///
+/// Each call's lease gets a fencing token that strictly increases per lock
+/// name, across holders, processes and releases (`Lock::fenced`); the body
+/// reads it with `lock_core::current().and_then(|lease| lease.fence())` and
+/// passes it to storage that rejects older tokens. A store that cannot keep
+/// one makes the call fail with `lock_core::Error::FencingUnsupported`.
+///
+/// ## `shared` (flag)
+///
+/// The call refuses to run, with `lock_core::Error::NotShared`, when its
+/// manager's store is per-process (`Lock::require_shared`): for work that
+/// must not run twice across the fleet, where a forgotten Redis setup would
+/// silently give every process a lock of its own.
+/// `lock_core::registry::verify` reports such declarations at boot.
+///
+/// ## `contended` (optional)
+///
+/// What a call returns when somebody else holds the lock for the whole wait:
+///
+/// - `contended = "none"` (the default): `Ok(None)`, with the return type
+///   wrapped in `Option` (see below).
+/// - `contended = "error"`: `Err(From::from(lock_core::Error::Contended { .. }))`,
+///   and the declared return type is kept: `-> Result<T, E>` stays
+///   `-> Result<T, E>`. For work that must happen, just not twice at once.
+///   The function must return a `Result` (there is no other way to report
+///   the contention); anything else is a compile error.
+///
+/// ```
+/// # use lock_core::locked;
+/// # #[derive(Debug)] struct AppError;
+/// # impl From<lock_core::Error> for AppError { fn from(_: lock_core::Error) -> Self { AppError } }
+/// #[locked(name = "charge:{order}", ttl = "30s", contended = "error")]
+/// async fn charge(order: u64) -> Result<u64, AppError> {
+///     Ok(order * 100)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), AppError> {
+/// let cents: u64 = charge(7).await?; // no Option: contention is an AppError
+/// assert_eq!(cents, 700);
+/// # Ok(()) }
+/// ```
+///
 /// # Durations
 ///
-/// `ttl` and `wait` take one or more `<whole number><unit>` groups, added
+/// `ttl`, `wait`, `max_hold` and `at_least` take one or more `<whole number><unit>` groups, added
 /// together, with optional spaces: `"250ms"`, `"2s"`, `"10m"`, `"1h 30m"`,
 /// `"1d"`. Units: `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`, `d`. They are
 /// parsed at compile time and emitted as `Duration` constants; negative,
@@ -139,6 +226,9 @@ use proc_macro::TokenStream;
 /// of its path is named `Result` or ends in `Result` (aliases cannot be looked
 /// through at compile time). When `E` cannot take a `lock_core::Error`, the
 /// compiler says so at the return type, with the `From` impl to add.
+///
+/// With `contended = "error"` none of this applies: the declared type is
+/// kept, and contention is an error (see `contended` above).
 ///
 /// Inside the body nothing changes: `return` and `?` return from the body
 /// with the declared type, exactly as without the attribute.
@@ -163,19 +253,40 @@ use proc_macro::TokenStream;
 ///     let lock = registry::manager() // or manager_named("...")? for `manager = "..."`
 ///         .lock(format!("reports:{}", tenant), TTL)
 ///         .wait_for(WAIT);
-///     let guard = match lock.acquire().await {
-///         Ok(Some(guard)) => guard,
-///         Ok(None) => return Ok(None), // contended: the body does not run
-///         Err(error) => return Err(AppError::from(error)),
-///     };
+///     // The lease options add their builder calls here: `.renew()`,
+///     // `.max_hold(..)`, `.on_lost(..)`, `.at_least(..)`, `.fenced()`,
+///     // `.require_shared()`.
+///     //
+///     // `run` takes the lease (`Ok(None)` when it is held: the body does
+///     // not run), runs the body with the lease as `lock_core::current()`,
+///     // renews it and reacts to its loss as the options say, and gives it
+///     // back however the body ends, a panic or a dropped future included.
 ///     // The body runs in a block of its own, so its `return` and `?` keep
-///     // their meaning. If it panics or this future is dropped, `guard` is
-///     // dropped and its `Drop` releases the lease.
-///     let out: Result<Report, AppError> = async move { render(tenant).await }.await;
-///     // A failed release is logged at WARN; the body's result wins.
-///     let _ = guard.release().await;
-///     out.map(Some)
+///     // their meaning. A failed release is logged at WARN; the body's
+///     // result wins.
+///     lock.run(async move { render(tenant).await }).await
 /// }
+/// ```
+///
+/// With `contended = "error"`, `run` becomes `run_or_contended`, which
+/// turns contention into `Error::Contended` and keeps the declared type:
+///
+/// ```
+/// # #[derive(Debug)] struct AppError;
+/// # impl From<lock_core::Error> for AppError { fn from(_: lock_core::Error) -> Self { AppError } }
+/// use std::time::Duration;
+/// use lock_core::registry;
+///
+/// // #[locked(name = "charge:{order}", ttl = "30s", contended = "error")]
+/// async fn charge(order: u64) -> Result<u64, AppError> {
+///     registry::manager()
+///         .lock(format!("charge:{}", order), Duration::from_secs(30))
+///         .run_or_contended(async move { Ok(order * 100) })
+///         .await
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # assert_eq!(charge(7).await.unwrap(), 700);
+/// # }
 /// ```
 ///
 /// # Where it works
@@ -217,9 +328,10 @@ use proc_macro::TokenStream;
 ///
 /// Every `#[locked]` function registers itself at link time:
 /// `lock_core::registry::declared` lists each one's name
-/// template, function path, TTL, wait, manager, file and line, and
-/// `lock_core::registry::verify` checks them at boot (every
-/// named manager installed, no lock name declared with two TTLs).
+/// template, function path, TTL, wait, manager, lease options, file and
+/// line, and `lock_core::registry::verify` checks them at boot (every
+/// named manager installed, no lock name declared with two TTLs, no
+/// `shared` function on a per-process manager).
 ///
 /// # The guarantee, stated honestly
 ///
@@ -233,8 +345,16 @@ use proc_macro::TokenStream;
 /// t=12m  A's body ends; its release finds the lease gone and leaves B's alone
 /// ```
 ///
-/// Choose the TTL above the body's longest run. A memory store (the default
-/// with nothing installed) excludes tasks of one process only.
+/// Choose the TTL above the body's longest run, or use `renew` (with
+/// `max_hold`). Renewal and `on_lost = "cancel"` narrow the window: a
+/// renewing holder keeps its lease while it is alive and can reach the
+/// store, and a body under `"cancel"` stops as soon as the loss is known (at
+/// the next renewal, or at the deadline). They do not close it: between the
+/// loss and its detection (up to `ttl / 3` with `renew`), and for a body
+/// under `"continue"`, two holders can run at once. Only `fenced`, with storage that checks the token, rejects the
+/// stale holder's writes. A memory store (the default with nothing
+/// installed) excludes tasks of one process only; `shared` turns that
+/// mistake into an error.
 #[proc_macro_attribute]
 pub fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::locked(args.into(), item.into()).into()

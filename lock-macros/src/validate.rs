@@ -1,5 +1,7 @@
 //! Turning the parsed arguments into settings: durations, the name template
-//! checked against the function's arguments, the manager and the crate path.
+//! checked against the function's arguments, the manager, the crate path,
+//! and the lease options checked against each other (`max_hold` needs
+//! `renew`, `at_least` must fit in `ttl`).
 //!
 //! Every problem is recorded; each setting that is wrong gets a placeholder
 //! value so the function can still be emitted and the rest of the crate keeps
@@ -22,6 +24,21 @@ pub(crate) struct Settings {
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) manager: Option<LitStr>,
+    pub(crate) lease: LeaseOptions,
+}
+
+/// The lease options, checked; all off unless the attribute turns them on.
+#[derive(Default)]
+pub(crate) struct LeaseOptions {
+    pub(crate) renew: bool,
+    pub(crate) max_hold: Option<Duration>,
+    /// `on_lost = "cancel"`; `false` is the default, `"continue"`.
+    pub(crate) cancel_on_lost: bool,
+    pub(crate) at_least: Option<Duration>,
+    pub(crate) fenced: bool,
+    pub(crate) shared: bool,
+    /// `contended = "error"`, kept for the span of errors about it.
+    pub(crate) contended_error: Option<LitStr>,
 }
 
 /// Where the lock name comes from.
@@ -51,6 +68,7 @@ impl Settings {
                 }
             },
         };
+        let mut ttl_ok = false;
         let ttl = match &args.ttl {
             None if args.written.contains(&"ttl") => PLACEHOLDER_TTL,
             None => {
@@ -68,7 +86,10 @@ impl Settings {
                     ));
                     PLACEHOLDER_TTL
                 }
-                Ok(ttl) => ttl,
+                Ok(ttl) => {
+                    ttl_ok = true;
+                    ttl
+                }
                 Err(message) => {
                     errors.push(syn::Error::new(text.span(), format!("`ttl`: {message}")));
                     PLACEHOLDER_TTL
@@ -90,6 +111,7 @@ impl Settings {
                 ));
             }
         }
+        let lease = lease_options(&args, ttl_ok.then_some(ttl), errors);
         let name = match args.name {
             None => Name::Default,
             Some(literal) => check_name(literal, sig, errors),
@@ -100,7 +122,107 @@ impl Settings {
             ttl,
             wait,
             manager: args.manager,
+            lease,
         }
+    }
+}
+
+/// Checks the lease options, alone and against each other; `ttl` is `None`
+/// when it is missing or invalid (already reported), so nothing is compared
+/// with a placeholder.
+fn lease_options(args: &Args, ttl: Option<Duration>, errors: &mut Errors) -> LeaseOptions {
+    let renew = args.renew.is_some();
+    let positive = |key: &str, text: &LitStr, errors: &mut Errors, zero: &str| match duration::parse(
+        &text.value(),
+    ) {
+        Ok(duration) if duration.is_zero() => {
+            errors.push(syn::Error::new(text.span(), zero.to_owned()));
+            None
+        }
+        Ok(duration) => Some(duration),
+        Err(message) => {
+            errors.push(syn::Error::new(text.span(), format!("`{key}`: {message}")));
+            None
+        }
+    };
+    let max_hold = args.max_hold.as_ref().and_then(|text| {
+        if !renew {
+            errors.push(syn::Error::new(
+                text.span(),
+                "`max_hold` caps renewal, but this lock does not renew: add `renew` (the lease is then extended every ttl/3 while the body runs, for at most `max_hold`), or drop `max_hold`",
+            ));
+            return None;
+        }
+        positive(
+            "max_hold",
+            text,
+            errors,
+            "a zero `max_hold` stops renewal before it starts: give the longest the body may hold the lock, like \"1h\", or drop `renew` and `max_hold`",
+        )
+    });
+    let at_least = args.at_least.as_ref().and_then(|text| {
+        let at_least = positive(
+            "at_least",
+            text,
+            errors,
+            "a zero `at_least` keeps no claim after the body ends: drop it, or give how long the claim must stand, like \"1m\"",
+        )?;
+        match ttl {
+            Some(ttl) if at_least > ttl => {
+                let ttl_text = args.ttl.as_ref().map(LitStr::value).unwrap_or_default();
+                errors.push(syn::Error::new(
+                    text.span(),
+                    format!(
+                        "`at_least = \"{}\"` is longer than `ttl = \"{ttl_text}\"`: the claim cannot stand longer than the lease lasts; raise `ttl` to at least \"{}\", or shorten `at_least`",
+                        text.value(),
+                        text.value()
+                    ),
+                ));
+                None
+            }
+            _ => Some(at_least),
+        }
+    });
+    let cancel_on_lost = match &args.on_lost {
+        None => false,
+        Some(text) => match text.value().as_str() {
+            "cancel" => true,
+            "continue" => false,
+            other => {
+                errors.push(syn::Error::new(
+                    text.span(),
+                    format!(
+                        "unknown `on_lost` value \"{other}\": use \"cancel\" (drop the body and return `Err(LeaseLost)` as soon as the lease is known lost) or \"continue\" (log at ERROR and let the body finish; the default)"
+                    ),
+                ));
+                false
+            }
+        },
+    };
+    let contended_error = match &args.contended {
+        None => None,
+        Some(text) => match text.value().as_str() {
+            "error" => Some(text.clone()),
+            "none" => None,
+            other => {
+                errors.push(syn::Error::new(
+                    text.span(),
+                    format!(
+                        "unknown `contended` value \"{other}\": use \"none\" (a held lock makes the call return `Ok(None)`; the default) or \"error\" (it returns `Err(Contended)` through the function's error type, and the return type is kept as declared)"
+                    ),
+                ));
+                None
+            }
+        },
+    };
+    LeaseOptions {
+        renew,
+        max_hold,
+        cancel_on_lost,
+        at_least,
+        fenced: args.fenced.is_some(),
+        shared: args.shared.is_some(),
+        contended_error,
     }
 }
 
@@ -307,5 +429,89 @@ mod tests {
         let (_, errors) = settings(quote!(ttl = "0s", wait = "0s"), sig);
         assert_eq!(errors.len(), 1, "only the ttl is wrong: {errors:?}");
         assert!(errors[0].contains("zero `ttl`"), "{}", errors[0]);
+    }
+
+    // Each lease option must reach the settings exactly as written.
+    #[test]
+    fn lease_options_are_read_as_written() {
+        let sig: Signature = syn::parse_quote!(async fn f());
+        let (checked, errors) = settings(
+            quote!(
+                ttl = "10m",
+                renew,
+                max_hold = "1h",
+                on_lost = "cancel",
+                at_least = "5m",
+                fenced,
+                shared,
+                contended = "error"
+            ),
+            sig.clone(),
+        );
+        assert!(errors.is_empty(), "no errors: {errors:?}");
+        let lease = checked.lease;
+        assert!(lease.renew && lease.fenced && lease.shared, "flags");
+        assert_eq!(lease.max_hold, Some(Duration::from_secs(3600)), "max_hold");
+        assert!(lease.cancel_on_lost, "on_lost");
+        assert_eq!(lease.at_least, Some(Duration::from_secs(300)), "at_least");
+        assert!(lease.contended_error.is_some(), "contended");
+        let (checked, errors) = settings(
+            quote!(ttl = "1m", on_lost = "continue", contended = "none"),
+            sig,
+        );
+        assert!(
+            errors.is_empty(),
+            "the defaults may be written out: {errors:?}"
+        );
+        assert!(
+            !checked.lease.cancel_on_lost && checked.lease.contended_error.is_none(),
+            "and mean the defaults"
+        );
+    }
+
+    // Contradictions between options are compile errors, each saying the fix;
+    // an invalid ttl is not compared with, so it is not reported twice.
+    #[test]
+    fn contradictory_lease_options_are_refused_with_the_fix() {
+        let sig: Signature = syn::parse_quote!(async fn f());
+        let (_, errors) = settings(
+            quote!(
+                ttl = "1m",
+                max_hold = "1h",
+                at_least = "2m",
+                on_lost = "abort",
+                contended = "err"
+            ),
+            sig.clone(),
+        );
+        assert_eq!(errors.len(), 4, "four mistakes: {errors:?}");
+        assert!(errors[0].contains("add `renew`"), "{}", errors[0]);
+        assert!(
+            errors[1].contains("longer than `ttl = \"1m\"`") && errors[1].contains("raise `ttl`"),
+            "{}",
+            errors[1]
+        );
+        assert!(
+            errors[2].contains("\"abort\"")
+                && errors[2].contains("\"cancel\"")
+                && errors[2].contains("\"continue\""),
+            "{}",
+            errors[2]
+        );
+        assert!(
+            errors[3].contains("\"err\"")
+                && errors[3].contains("\"none\"")
+                && errors[3].contains("\"error\""),
+            "{}",
+            errors[3]
+        );
+        let (_, errors) = settings(quote!(ttl = "0s", at_least = "2m"), sig.clone());
+        assert_eq!(errors.len(), 1, "only the zero ttl: {errors:?}");
+        let (_, errors) = settings(
+            quote!(ttl = "1m", at_least = "1m", renew, max_hold = "0s"),
+            sig,
+        );
+        assert_eq!(errors.len(), 1, "at_least equal to ttl is fine: {errors:?}");
+        assert!(errors[0].contains("zero `max_hold`"), "{}", errors[0]);
     }
 }

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use lock_core::registry::{self, Problem};
-use lock_core::{LockManager, locked};
+use lock_core::registry::{self, OnContended, Problem};
+use lock_core::{Error, LockManager, OnLost, locked};
 
 #[locked(name = "declared:{tenant}", ttl = "10m", wait = "2s")]
 async fn templated(tenant: &str) -> usize {
@@ -31,6 +31,21 @@ async fn nightly_b() {}
 #[locked(ttl = "250ms", manager = "declared-tests-missing")]
 async fn unmanaged() {}
 
+#[locked(
+    name = "declared:lifecycle",
+    ttl = "10m",
+    renew,
+    max_hold = "1h",
+    on_lost = "cancel",
+    at_least = "5m",
+    fenced,
+    shared,
+    contended = "error"
+)]
+async fn every_lease_option() -> Result<(), Error> {
+    Ok(())
+}
+
 fn find(function: &str) -> &'static registry::DeclaredLock {
     registry::declared()
         .into_iter()
@@ -46,7 +61,7 @@ fn declared_lists_every_locked_function_with_its_settings() {
         .into_iter()
         .filter(|lock| lock.function().starts_with(concat!(module_path!(), "::")))
         .collect();
-    assert_eq!(all.len(), 4, "four #[locked] functions here: {all:#?}");
+    assert_eq!(all.len(), 5, "five #[locked] functions here: {all:#?}");
 
     let lock = find("::templated");
     assert_eq!(lock.name(), "declared:{tenant}", "the template as written");
@@ -59,6 +74,22 @@ fn declared_lists_every_locked_function_with_its_settings() {
     assert_eq!(lock.ttl(), Duration::from_secs(600), "ttl");
     assert_eq!(lock.wait(), Duration::from_secs(2), "wait");
     assert_eq!(lock.manager(), None, "default manager");
+    assert!(
+        !lock.renew() && !lock.fenced() && !lock.shared(),
+        "flags are off unless written"
+    );
+    assert_eq!(lock.max_hold(), None, "no max_hold");
+    assert_eq!(
+        lock.on_lost(),
+        OnLost::Continue,
+        "on_lost defaults to continue"
+    );
+    assert_eq!(lock.at_least(), None, "no at_least");
+    assert_eq!(
+        lock.contended(),
+        OnContended::ReturnNone,
+        "contended defaults to none"
+    );
     assert!(
         lock.file().ends_with("macro_declared.rs"),
         "file: {}",
@@ -85,18 +116,30 @@ fn declared_lists_every_locked_function_with_its_settings() {
     );
     assert_eq!(lock.ttl(), Duration::from_millis(250), "ttl");
 
+    let lock = find("::every_lease_option");
+    assert!(lock.renew(), "renew");
+    assert_eq!(lock.max_hold(), Some(Duration::from_secs(3600)), "max_hold");
+    assert_eq!(lock.on_lost(), OnLost::Cancel, "on_lost");
+    assert_eq!(lock.at_least(), Some(Duration::from_secs(300)), "at_least");
+    assert!(lock.fenced(), "fenced");
+    assert!(lock.shared(), "shared");
+    assert_eq!(lock.contended(), OnContended::Error, "contended");
+
     let lines: Vec<u32> = all.iter().map(|lock| lock.line()).collect();
     assert!(lines.is_sorted(), "ordered by file and line: {lines:?}");
 }
 
 // `verify()` must report every problem in one go, so one boot tells the
-// operator everything to fix.
-#[test]
-fn verify_reports_missing_managers_and_conflicting_ttls_together() {
+// operator everything to fix; a `shared` function on a per-process manager
+// is one of them, and goes away once its manager is shared.
+#[tokio::test]
+async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_together() {
     registry::install_named("declared-tests-reports", LockManager::memory())
         .expect("installed once, by this test only");
-    let problems = registry::verify().expect_err("two problems are declared above");
-    assert_eq!(problems.len(), 2, "{problems}");
+    // Nothing is installed as the default here: it is the per-process
+    // fallback, which the `shared` declaration must not run on.
+    let problems = registry::verify().expect_err("three problems are declared above");
+    assert_eq!(problems.len(), 3, "{problems}");
     let missing = problems
         .iter()
         .find(|problem| matches!(problem, Problem::ManagerNotInstalled { .. }))
@@ -115,10 +158,34 @@ fn verify_reports_missing_managers_and_conflicting_ttls_together() {
         text.contains("declared:nightly") && text.contains("5400s") && text.contains("7200s"),
         "names the lock and both ttls: {text}"
     );
+    let unshared = problems
+        .iter()
+        .find(|problem| matches!(problem, Problem::NotShared { .. }))
+        .expect("the shared declaration on a memory manager is reported");
+    let text = unshared.to_string();
     assert!(
-        problems.to_string().starts_with("2 problem(s)"),
+        text.contains("::every_lease_option")
+            && text.contains("default lock manager")
+            && text.contains("shared store"),
+        "names the function, its manager and the fix: {text}"
+    );
+    assert!(
+        problems.to_string().starts_with("3 problem(s)"),
         "the error lists them all: {problems}"
     );
+
+    // The manager a call would use now decides: a shared one clears it.
+    let shared = LockManager::memory().declared_shared();
+    let problems = registry::with_manager(shared, async { registry::verify() })
+        .await
+        .expect_err("the other two problems remain");
+    assert!(
+        !problems
+            .iter()
+            .any(|problem| matches!(problem, Problem::NotShared { .. })),
+        "a shared manager is no problem: {problems}"
+    );
+    assert_eq!(problems.len(), 2, "{problems}");
 }
 
 // Keep the functions used, and prove they are ordinary locked functions.
@@ -133,6 +200,10 @@ async fn declared_functions_still_run_under_their_locks() {
         assert_eq!(nightly_a().await.expect("override"), Some(()), "nightly_a");
         assert_eq!(nightly_b().await.expect("override"), Some(()), "nightly_b");
         assert_eq!(unmanaged().await.expect("override"), Some(()), "unmanaged");
+        assert!(
+            matches!(every_lease_option().await, Err(Error::NotShared { .. })),
+            "shared refuses the memory manager"
+        );
     })
     .await;
 }

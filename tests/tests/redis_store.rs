@@ -180,6 +180,74 @@ async fn fencing_tokens_strictly_increase_over_1000_acquisitions_across_4_proces
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_task_runs_once_per_slot_across_two_processes() {
+    // The scheduler example's promise: two servers tick at every slot and call
+    // the same `#[locked(name = "report:{minute}", at_least, shared)]` task,
+    // and each slot runs exactly once. On even slots both processes fire at
+    // the same instant (the lock decides); on odd slots the second fires
+    // 300 ms late, after the first has finished and released, so only the
+    // `at_least` claim stops it from running the slot again.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    const SLOTS: u64 = 4;
+    const PERIOD_MS: u64 = 700;
+    let prefix = unique("schedule");
+    let list = format!("{prefix}runs");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    // Far enough ahead for both children to start and connect.
+    let start = (now + Duration::from_secs(2)).as_millis().to_string();
+    let plan = |lag: &str| {
+        child(&[
+            "schedule",
+            &url,
+            &prefix,
+            &start,
+            &PERIOD_MS.to_string(),
+            &SLOTS.to_string(),
+            lag,
+            &list,
+        ])
+    };
+    let mut children = Children(vec![plan("0"), plan("300")]);
+    let mut ran_in_children = 0;
+    for child in &mut children.0 {
+        let line = read_line(child, HANG_GUARD);
+        let counts: Vec<u64> = line
+            .strip_prefix("done ")
+            .unwrap_or_else(|| panic!("a child failed: {line}"))
+            .split(' ')
+            .map(|count| count.parse().expect("a count"))
+            .collect();
+        assert_eq!(
+            counts.iter().sum::<u64>(),
+            SLOTS,
+            "each child called every slot: {line}"
+        );
+        ran_in_children += counts[0];
+        let status = child.wait().expect("child exit");
+        assert!(status.success(), "a child exited with {status}");
+    }
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut data = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let mut runs: Vec<u64> = data.lrange(&list, 0, -1).await.expect("read the runs");
+    runs.sort_unstable();
+    println!("scheduler: slots run {runs:?} across 2 processes");
+    assert_eq!(
+        runs,
+        (0..SLOTS).collect::<Vec<_>>(),
+        "every slot ran exactly once across both processes"
+    );
+    assert_eq!(ran_in_children, SLOTS, "the children agree");
+    let _: () = data.del(&list).await.expect("clean up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_killed_with_sigkill_frees_the_lock_once_its_ttl_passes() {
     // A crashed holder cannot release: the TTL is the only thing that frees
     // the lock, and it must, or one crash blocks the job forever.

@@ -11,13 +11,20 @@
 //!     token in acquisition order. Prints `done <count>`.
 //! lock-child hold <redis-url> <prefix> <lock-name> <ttl-ms>
 //!     Takes the lock, prints `held`, then sleeps until killed.
+//! lock-child schedule <redis-url> <prefix> <start-unix-ms> <period-ms> <slots> <lag-ms> <list-key>
+//!     The scheduler of `lock-core/examples/scheduler.rs`: for each slot
+//!     0..<slots>, waits until <start> + slot x <period> (plus <lag-ms> on odd
+//!     slots, to play a process whose tick comes late) and calls the same
+//!     `#[locked(name = "report:{minute}", ttl = "50s", at_least = "50s",
+//!     shared)]` task, which appends the slot to <list-key> (RPUSH). Prints
+//!     `done <ran> <skipped>`.
 //! ```
 //!
 //! Any failure prints `error <message>` and exits with status 1.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{LockManager, RedisStore};
+use lock_core::{LockManager, RedisStore, locked, registry};
 use lock_tests::harness::say;
 use redis::AsyncCommands;
 
@@ -57,6 +64,19 @@ async fn run(args: &[String]) -> Result<String, String> {
         [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
             let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
             hold(url, prefix, name, Duration::from_millis(ttl_ms)).await
+        }
+        [mode, url, prefix, start, period, slots, lag, list] if mode == "schedule" => {
+            let number = |text: &str, what: &str| {
+                text.parse::<u64>()
+                    .map_err(|e| format!("{what} {text:?}: {e}"))
+            };
+            let plan = Schedule {
+                start: Duration::from_millis(number(start, "start")?),
+                period: Duration::from_millis(number(period, "period")?),
+                slots: number(slots, "slots")?,
+                lag: Duration::from_millis(number(lag, "lag")?),
+            };
+            schedule(url, prefix, plan, list).await
         }
         _ => Err(format!("unknown arguments {args:?}; see the file's docs")),
     }
@@ -168,4 +188,57 @@ async fn hold(url: &str, prefix: &str, name: &str, ttl: Duration) -> Result<Stri
     tokio::time::sleep(Duration::from_secs(3600)).await;
     guard.keep();
     Err("was not killed within an hour".to_owned())
+}
+
+/// When the `schedule` mode's slots fire, as durations since the Unix epoch.
+struct Schedule {
+    start: Duration,
+    period: Duration,
+    slots: u64,
+    lag: Duration,
+}
+
+/// Where a slot's run is recorded: the Redis list the parent reads.
+struct RunLog {
+    data: redis::aio::MultiplexedConnection,
+    list: String,
+}
+
+/// The scheduled task, declared as in `lock-core/examples/scheduler.rs`.
+#[locked(name = "report:{minute}", ttl = "50s", at_least = "50s", shared)]
+async fn minute_report(minute: u64, log: &RunLog) -> Result<(), lock_core::Error> {
+    let mut data = log.data.clone();
+    let _: usize = data.rpush(&log.list, minute).await.map_err(fail)?;
+    Ok(())
+}
+
+async fn schedule(url: &str, prefix: &str, plan: Schedule, list: &str) -> Result<String, String> {
+    registry::install(manager(url, prefix).await?).map_err(|e| e.to_string())?;
+    registry::verify().map_err(|e| e.to_string())?;
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let log = RunLog {
+        data: client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| format!("data connection: {e}"))?,
+        list: list.to_owned(),
+    };
+    let (mut ran, mut skipped) = (0, 0);
+    for slot in 0..plan.slots {
+        let lag = if slot % 2 == 1 {
+            plan.lag
+        } else {
+            Duration::ZERO
+        };
+        let fire = plan.start + plan.period * u32::try_from(slot).map_err(|e| e.to_string())? + lag;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(fire.saturating_sub(now)).await;
+        match minute_report(slot, &log).await.map_err(|e| e.to_string())? {
+            Some(()) => ran += 1,
+            None => skipped += 1,
+        }
+    }
+    Ok(format!("done {ran} {skipped}"))
 }

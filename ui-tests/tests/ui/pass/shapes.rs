@@ -149,6 +149,41 @@ async fn early(n: i64) -> Result<i64, Error> {
     Ok(n * 2)
 }
 
+#[locked(ttl = "1m", renew, max_hold = "1h", on_lost = "cancel")]
+async fn renewed() -> u32 {
+    5
+}
+
+#[locked(name = "claim:{slot}", ttl = "1m", at_least = "30s", fenced)]
+async fn claimed(slot: u64) -> Option<u64> {
+    lock_core::current().and_then(|lease| lease.fence())
+}
+
+#[locked(ttl = "1m", shared, on_lost = "continue", contended = "none")]
+async fn fleet_wide() -> Result<u32, Error> {
+    Ok(6)
+}
+
+#[locked(ttl = "1m", contended = "error")]
+async fn must_run(n: i64) -> Result<i64, Error> {
+    if n == 0 {
+        return Ok(100);
+    }
+    Ok(non_negative(n)? * 2)
+}
+
+type AppResult<T> = Result<T, Error>;
+
+#[locked(ttl = "1m", contended = "error", renew)]
+async fn must_run_alias() -> AppResult<impl Display> {
+    Ok(7)
+}
+
+#[locked(ttl = "1m")]
+async fn alias_with_impl_trait() -> AppResult<impl Display> {
+    Ok(8)
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -209,6 +244,39 @@ async fn run() {
     assert_eq!(early(0).await.expect("ok"), Some(100), "early return");
     assert_eq!(early(4).await.expect("ok"), Some(8), "`?` passing");
     assert!(early(-1).await.is_err(), "`?` failing");
+
+    assert_eq!(
+        renewed().await.expect("memory"),
+        Some(5),
+        "renew, max_hold, on_lost"
+    );
+    let fence = claimed(1).await.expect("memory fences").expect("free");
+    assert!(fence.is_some(), "fenced: the body sees its token");
+    assert!(
+        matches!(fleet_wide().await, Err(Error::NotShared { .. })),
+        "shared refuses a memory manager"
+    );
+    let declared_shared = LockManager::memory().declared_shared();
+    assert_eq!(
+        registry::with_manager(declared_shared, fleet_wide())
+            .await
+            .expect("declared shared"),
+        Some(6),
+        "shared runs on a shared manager"
+    );
+    // `contended = "error"` keeps the declared return type.
+    let value: Result<i64, Error> = must_run(4).await;
+    assert_eq!(value.expect("free"), 8, "contended = error, `?` passing");
+    assert_eq!(must_run(0).await.expect("free"), 100, "early return");
+    assert!(must_run(-1).await.is_err(), "`?` failing");
+    let shown = must_run_alias().await.expect("free");
+    assert_eq!(shown.to_string(), "7", "alias and impl Trait");
+    let shown = alias_with_impl_trait().await.expect("ok").expect("free");
+    assert_eq!(
+        shown.to_string(),
+        "8",
+        "alias with impl Trait, contended none"
+    );
 
     // The futures are Send whenever their bodies are: they spawn on tokio.
     let manager = registry::manager();
