@@ -98,7 +98,10 @@ impl LockGuard {
         // mid-release, the guard's drop still gives the lease back.
         let released = match self.hold_remaining() {
             Some(left) => self.store.extend(&self.key, &self.token, left).await,
-            None => self.store.release(&self.key, &self.token).await,
+            None => match self.store.release_now(&self.key, &self.token) {
+                Some(released) => released,
+                None => self.store.release(&self.key, &self.token).await,
+            },
         };
         self.armed = false;
         let released = released?;
@@ -172,13 +175,16 @@ impl LockGuard {
     }
 
     fn log_release(&self, released: bool) {
-        let held_ms = self.held_for().as_millis() as u64;
         if released {
-            tracing::debug!(key = %self.key, held_ms, "lock released");
+            tracing::debug!(
+                key = %self.key,
+                held_ms = self.held_for().as_millis() as u64,
+                "lock released"
+            );
         } else {
             tracing::warn!(
                 key = %self.key,
-                held_ms,
+                held_ms = self.held_for().as_millis() as u64,
                 "lock overran: its lease ended before release, so another holder may have run alongside; use a longer ttl or extend it"
             );
         }

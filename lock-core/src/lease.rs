@@ -107,9 +107,10 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// True once the lease is known to be lost.
+    /// True once the lease is known to be lost: a renewal found it gone, or
+    /// its deadline passed without a renewal.
     pub fn is_lost(&self) -> bool {
-        self.state.lost.load(Ordering::Acquire)
+        self.state.lost.load(Ordering::Acquire) || Instant::now() >= self.deadline()
     }
 
     /// Resolves as soon as the lease is known lost: a renewal found it gone,
@@ -123,7 +124,12 @@ impl Lease {
             if self.is_lost() {
                 return;
             }
-            notified.await;
+            // Woken by a loss, or by a renewal moving the deadline (then
+            // look again), or by the deadline itself.
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(self.deadline().into()) => {}
+            }
         }
     }
 
@@ -133,6 +139,7 @@ impl Lease {
             .deadline
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = deadline;
+        self.state.notify.notify_waiters();
     }
 
     pub(crate) fn mark_lost(&self) {

@@ -189,14 +189,22 @@ impl Lock {
         let mut request = AcquireRequest::new(&self.key, &token, self.ttl);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
+        let mut sent = started;
         loop {
-            // The store's clock starts the lease at or after this instant, so
-            // deadlines counted from here are never later than the store's.
-            let sent = Instant::now();
-            match store.acquire(request).await? {
+            // The store's clock starts the lease at or after `sent`, so
+            // deadlines counted from it are never later than the store's.
+            let attempt = match store.acquire_now(request) {
+                Some(attempt) => attempt?,
+                None => store.acquire(request).await?,
+            };
+            match attempt {
                 Attempt::Acquired { fence } => {
-                    let waited = started.elapsed();
-                    tracing::debug!(key = %self.key, waited_us = waited.as_micros() as u64, ?fence, "lock acquired");
+                    tracing::debug!(
+                        key = %self.key,
+                        waited_us = started.elapsed().as_micros() as u64,
+                        ?fence,
+                        "lock acquired"
+                    );
                     let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
                     return Ok(Outcome::Acquired(LockGuard::new(
                         Arc::clone(store),
@@ -233,6 +241,7 @@ impl Lock {
                         }
                         None => tokio::time::sleep(nap).await,
                     }
+                    sent = Instant::now();
                 }
             }
         }
@@ -322,10 +331,22 @@ impl Lock {
                 .unwrap_or_else(far_future),
         );
         let mut work = std::pin::pin!(lease.scope(work));
-        let finished = tokio::select! {
-            biased;
-            outcome = &mut work => Some(outcome),
-            () = self.watch(&guard, &lease) => None,
+        // Only renewal and cancellation need a watcher running beside the
+        // work; otherwise the lease's own deadline is all there is to know,
+        // and `Lease::lost` waits for it by itself.
+        let watched = self.options.renew || self.options.on_lost == OnLost::Cancel;
+        let finished = if watched {
+            tokio::select! {
+                biased;
+                outcome = &mut work => Some(outcome),
+                () = self.watch(&guard, &lease) => None,
+            }
+        } else {
+            let outcome = (&mut work).await;
+            if lease.is_lost() {
+                log_lost_and_continued(&self.key, &guard);
+            }
+            Some(outcome)
         };
         let outcome = match finished {
             Some(outcome) => outcome,
@@ -338,11 +359,7 @@ impl Lock {
                 }));
             }
             None => {
-                tracing::error!(
-                    key = %self.key,
-                    held_ms = guard.held_for().as_millis() as u64,
-                    "lock lease lost while the work runs on; another holder may run alongside it"
-                );
+                log_lost_and_continued(&self.key, &guard);
                 work.await
             }
         };
@@ -509,6 +526,15 @@ pub(crate) fn validate_ttl(key: &str, ttl: Duration, max: Duration) -> Result<()
         ttl,
         reason,
     })
+}
+
+/// The ERROR a lost lease under [`OnLost::Continue`] is reported with.
+fn log_lost_and_continued(key: &str, guard: &LockGuard) {
+    tracing::error!(
+        key = %key,
+        held_ms = guard.held_for().as_millis() as u64,
+        "lock lease lost while the work runs on; another holder may run alongside it"
+    );
 }
 
 /// An instant no lease reaches: used when `start + ttl` overflows.

@@ -14,7 +14,6 @@
 //! machines; the description lets [`Lock::holder`](crate::Lock::holder) say who
 //! holds a lock.
 
-use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -37,12 +36,24 @@ fn description() -> &'static str {
 }
 
 /// A fresh owner token: 128 random bits in hex, `@`, then `host:pid`.
+///
+/// Hand-encoded rather than through `format!`: this runs on every acquire,
+/// and the formatting machinery costs more than the rest of an in-memory
+/// acquire.
 pub(crate) fn new_token() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bits: u128 = rand::random();
+    let mut random = [0u8; RANDOM_HEX_LEN];
+    for (pair, byte) in random.chunks_exact_mut(2).zip(bits.to_be_bytes()) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
+    }
     let description = description();
     let mut token = String::with_capacity(RANDOM_HEX_LEN + 1 + description.len());
-    // Writing to a String cannot fail.
-    let _ = write!(token, "{bits:032x}@{description}");
+    // Hex digits are ASCII, so this never falls back to the empty string.
+    token.push_str(std::str::from_utf8(&random).unwrap_or_default());
+    token.push('@');
+    token.push_str(description);
     token
 }
 

@@ -409,6 +409,10 @@ impl LockStore for MemoryStore {
         true
     }
 
+    fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {
+        Some(Ok(self.try_acquire(request)))
+    }
+
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
         Some(Ok(self.release_sync(key, token)))
     }

@@ -207,11 +207,23 @@ pub trait LockStore: Send + Sync + 'static {
         false
     }
 
+    /// Attempts an acquire without I/O and without blocking, if the store can.
+    ///
+    /// Stores that answer from memory return `Some` and spare the caller a
+    /// boxed future per attempt; the default `None` means "use
+    /// [`acquire`](LockStore::acquire)". Must behave exactly like `acquire`.
+    fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {
+        let _ = request;
+        None
+    }
+
     /// Releases without I/O and without blocking, if the store can.
     ///
-    /// Used when a guard is dropped unreleased: a store that answers `Some`
-    /// here frees the lease at once, even outside an async runtime; `None` (the
-    /// default) means a release task is spawned on the current tokio runtime.
+    /// Used by [`LockGuard::release`](crate::LockGuard::release) before
+    /// [`release`](LockStore::release), and when a guard is dropped
+    /// unreleased: a store that answers `Some` here frees the lease at once,
+    /// even outside an async runtime; `None` (the default) means a release
+    /// task is spawned on the current tokio runtime.
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
         let _ = (key, token);
         None
@@ -254,6 +266,10 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn fencing(&self) -> bool {
         (**self).fencing()
+    }
+
+    fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {
+        (**self).acquire_now(request)
     }
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
