@@ -22,8 +22,8 @@ use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 
 const TTL: Duration = Duration::from_secs(30);
-const ROUNDS: usize = 3;
-const ROUND: Duration = Duration::from_millis(1200);
+const ROUNDS: usize = 7;
+const ROUND: Duration = Duration::from_millis(600);
 
 /// One comparison: a figure, its baseline, and the target for their ratio.
 struct Row {

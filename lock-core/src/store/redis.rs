@@ -13,7 +13,9 @@ use ::redis::aio::PubSubStream;
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSubSink};
 use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Script, Value};
+use ::redis::{
+    Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Script, ServerErrorKind, Value,
+};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
@@ -69,15 +71,16 @@ end
 return {0, remaining}
 ";
 
-/// KEYS: lease, waiters marker. ARGV: token, channel, store key.
-/// Returns 1 when the lease was ours and is gone, 0 otherwise.
+/// KEYS: lease, waiters marker. ARGV: token, channel. Publishes the lease
+/// key when somebody waits. Returns 1 when the lease was ours and is gone,
+/// 0 otherwise.
 const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
 end
 return 1
 ";
@@ -90,14 +93,14 @@ end
 return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 ";
 
-/// KEYS: lease, waiters marker. ARGV: channel, store key.
-/// Returns 1 when there was a lease, 0 otherwise.
+/// KEYS: lease, waiters marker. ARGV: channel. Publishes the lease key when
+/// somebody waits. Returns 1 when there was a lease, 0 otherwise.
 const FORCE_RELEASE: &str = r"
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('PUBLISH', ARGV[1], ARGV[2])
+  redis.call('PUBLISH', ARGV[1], KEYS[1])
 end
 return 1
 ";
@@ -244,7 +247,7 @@ impl RedisConfig {
 /// acquire script            -------------------------------->  held: PTTL, mark key as waited for
 ///                                                         <--  { held, 1830 ms }
 /// sleep: release | ttl | deadline
-///                                                     holder:  release script: DEL, PUBLISH key
+///                                                     holder:  release script: DEL, PUBLISH lease key
 ///                                subscription receives key <--
 /// wake one local waiter     <--  Notify
 /// acquire script            -------------------------------->  SET NX PX ... ours
@@ -550,19 +553,48 @@ impl RedisStore {
         &self.shared.config
     }
 
-    /// Runs one script under the store's time bound.
+    /// Runs one script call, built by [`evalsha`], under the store's time
+    /// bound; loads the script and retries once when the server does not
+    /// know it (it restarted, or its script cache was flushed).
     async fn invoke<T: ::redis::FromRedisValue>(
         &self,
         operation: &'static str,
         key: &str,
-        invocation: ::redis::ScriptInvocation<'_>,
+        script: &Script,
+        call: &Cmd,
     ) -> Result<T> {
         let mut connection = self.shared.connection.clone();
         let timeout = self.shared.config.timeout;
-        bounded(timeout, invocation.invoke_async(&mut connection))
-            .await
-            .map_err(|e| Error::store(operation, key, e))
+        let reply = match bounded(timeout, call.query_async(&mut connection)).await {
+            Err(Failure::Redis(error))
+                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
+            {
+                let reload = async {
+                    script.prepare_invoke().load_async(&mut connection).await?;
+                    call.query_async(&mut connection).await
+                };
+                bounded(timeout, reload).await
+            }
+            reply => reply,
+        };
+        reply.map_err(|e| Error::store(operation, key, e))
     }
+}
+
+/// `EVALSHA <hash> <number of keys> <keys>...`, for the caller to append the
+/// arguments to. Built as one command rather than through
+/// `Script::prepare_invoke`, which copies every key and argument into
+/// buffers of its own on each call.
+fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+    // Sized once: the hash, the key count, the keys, and room for the few
+    // short arguments every script here takes, so the buffer never regrows.
+    let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
+    let mut call = Cmd::with_capacity(keys.len() + 8, 64 + key_bytes + 128);
+    call.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
+    for key in keys {
+        call.arg(*key);
+    }
+    call
 }
 
 /// The Redis key of a lease: the escaped store key, wrapped in braces so it
@@ -704,14 +736,10 @@ impl LockStore for RedisStore {
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let mut invocation = self.shared.scripts.release.prepare_invoke();
-            invocation
-                .key(&lease)
-                .key(waiters_key(&lease))
-                .arg(token)
-                .arg(&self.shared.config.channel)
-                .arg(key);
-            let released: i64 = self.invoke("release", key, invocation).await?;
+            let script = &self.shared.scripts.release;
+            let mut call = evalsha(script, &[&lease, &waiters_key(&lease)]);
+            call.arg(token).arg(&self.shared.config.channel);
+            let released: i64 = self.invoke("release", key, script, &call).await?;
             Ok(released == 1)
         })
     }
@@ -724,9 +752,10 @@ impl LockStore for RedisStore {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let mut invocation = self.shared.scripts.extend.prepare_invoke();
-            invocation.key(&lease).arg(token).arg(millis(ttl));
-            let extended: i64 = self.invoke("extend", key, invocation).await?;
+            let script = &self.shared.scripts.extend;
+            let mut call = evalsha(script, &[&lease]);
+            call.arg(token).arg(millis(ttl));
+            let extended: i64 = self.invoke("extend", key, script, &call).await?;
             Ok(extended == 1)
         })
     }
@@ -734,13 +763,10 @@ impl LockStore for RedisStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let mut invocation = self.shared.scripts.force_release.prepare_invoke();
-            invocation
-                .key(&lease)
-                .key(waiters_key(&lease))
-                .arg(&self.shared.config.channel)
-                .arg(key);
-            let released: i64 = self.invoke("force-release", key, invocation).await?;
+            let script = &self.shared.scripts.force_release;
+            let mut call = evalsha(script, &[&lease, &waiters_key(&lease)]);
+            call.arg(&self.shared.config.channel);
+            let released: i64 = self.invoke("force-release", key, script, &call).await?;
             Ok(released == 1)
         })
     }
@@ -748,10 +774,11 @@ impl LockStore for RedisStore {
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let mut invocation = self.shared.scripts.holder.prepare_invoke();
-            invocation.key(&lease);
-            let found: Option<(Vec<u8>, i64)> =
-                self.invoke("read the holder of", key, invocation).await?;
+            let script = &self.shared.scripts.holder;
+            let call = evalsha(script, &[&lease]);
+            let found: Option<(Vec<u8>, i64)> = self
+                .invoke("read the holder of", key, script, &call)
+                .await?;
             Ok(found.map(|(token, remaining)| {
                 let remaining = if remaining < 0 {
                     // No expiry: written by something other than this library.
@@ -813,21 +840,16 @@ impl RedisStore {
     async fn acquire_scripted(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
         // Before the script: a release that lands between the script and our
         // sleep must still wake us.
-        let interest = request
-            .wake
-            .then(|| self.shared.waiters.register(request.key));
-        let mut invocation = self.shared.scripts.acquire.prepare_invoke();
-        invocation
-            .key(lease)
-            .key(waiters_key(lease))
-            .key(fence_key(lease))
-            .arg(request.token)
+        let interest = request.wake.then(|| self.shared.waiters.register(lease));
+        let script = &self.shared.scripts.acquire;
+        let mut call = evalsha(script, &[lease, &waiters_key(lease), &fence_key(lease)]);
+        call.arg(request.token)
             .arg(millis(request.ttl))
             .arg(if request.wake { "1" } else { "0" })
             .arg(WAITERS_MARGIN_MS)
             .arg(if request.fenced { "1" } else { "0" });
         let (acquired, detail): (i64, i64) =
-            self.invoke("acquire", request.key, invocation).await?;
+            self.invoke("acquire", request.key, script, &call).await?;
         Ok(if acquired == 1 {
             Attempt::Acquired {
                 fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
@@ -877,7 +899,8 @@ impl fmt::Debug for RedisStore {
 }
 
 /// The local side of the one subscription: which keys this process's waiters
-/// are waiting for.
+/// are waiting for, by Redis lease key (`{lock:name}`), which is what release
+/// messages carry.
 ///
 /// Each entry's `Notify` is shared by the waiters of that key; the map holds
 /// one reference and each waiter's [`Interest`] another, so an entry with a
