@@ -18,10 +18,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Length of the random part of a token, in hex digits (128 bits).
-const RANDOM_HEX_LEN: usize = 32;
+pub(crate) const RANDOM_HEX_LEN: usize = 32;
 
 /// `host:pid` of this process, computed once.
-fn description() -> &'static str {
+fn description_of_this_process() -> &'static str {
     static DESCRIPTION: OnceLock<String> = OnceLock::new();
     DESCRIPTION.get_or_init(|| {
         let host = gethostname::gethostname();
@@ -48,10 +48,34 @@ pub(crate) fn new_token() -> String {
         pair[0] = HEX[usize::from(byte >> 4)];
         pair[1] = HEX[usize::from(byte & 0xf)];
     }
-    let description = description();
+    let description = description_of_this_process();
     let mut token = String::with_capacity(RANDOM_HEX_LEN + 1 + description.len());
     // Hex digits are ASCII, so this never falls back to the empty string.
     token.push_str(std::str::from_utf8(&random).unwrap_or_default());
+    token.push('@');
+    token.push_str(description);
+    token
+}
+
+/// The random part of `token` when this process made it (it ends in this
+/// process's own `@host:pid`); `None` for any other token.
+pub(crate) fn own_random_part(token: &str) -> Option<[u8; RANDOM_HEX_LEN]> {
+    let (random, rest) = token.as_bytes().split_at_checked(RANDOM_HEX_LEN)?;
+    let description = rest.strip_prefix(b"@")?;
+    if description != description_of_this_process().as_bytes() {
+        return None;
+    }
+    random.try_into().ok()
+}
+
+/// The token whose random part is `random` and which this process made: the
+/// inverse of [`own_random_part`].
+pub(crate) fn own_token(random: &[u8; RANDOM_HEX_LEN]) -> String {
+    let description = description_of_this_process();
+    let mut token = String::with_capacity(RANDOM_HEX_LEN + 1 + description.len());
+    // `own_random_part` only keeps bytes that ended right before an ASCII
+    // `@`, so they are whole UTF-8 characters.
+    token.push_str(&String::from_utf8_lossy(random));
     token.push('@');
     token.push_str(description);
     token
@@ -142,12 +166,26 @@ mod tests {
     fn a_holder_shows_the_readable_owner_and_hides_the_token_from_debug() {
         let token = new_token();
         let holder = Holder::new(token.clone(), Duration::from_secs(3));
-        assert_eq!(holder.owner(), description());
+        assert_eq!(holder.owner(), description_of_this_process());
         assert_eq!(holder.token(), token);
         let debug = format!("{holder:?}");
         assert!(
             !debug.contains(&token[..32]),
             "Debug must not print the token: {debug}"
+        );
+    }
+
+    #[test]
+    fn an_own_token_round_trips_through_its_random_part() {
+        let token = new_token();
+        let random = own_random_part(&token).expect("made by this process");
+        assert_eq!(own_token(&random), token);
+        assert_eq!(own_random_part("someone-else"), None);
+        let other_process = format!("{}@elsewhere:1", &token[..32]);
+        assert_eq!(
+            own_random_part(&other_process),
+            None,
+            "another process's token is not ours"
         );
     }
 

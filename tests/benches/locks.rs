@@ -22,7 +22,7 @@ use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 
 const TTL: Duration = Duration::from_secs(30);
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 8;
 const ROUND: Duration = Duration::from_millis(600);
 
 /// One comparison: a figure, its baseline, and the target for their ratio.
@@ -36,6 +36,10 @@ struct Row {
     /// `Some((op, bound))`: the ratio (or, for absolute targets, the value)
     /// must be `op` `bound`.
     target: Option<Target>,
+    /// For throughput: the median over rounds of value/baseline measured
+    /// back to back in the same round, which cancels slow drift in the
+    /// machine's speed better than a ratio of medians.
+    paired: Option<f64>,
 }
 
 #[derive(Clone, Copy)]
@@ -50,6 +54,9 @@ enum Target {
 
 impl Row {
     fn ratio(&self) -> f64 {
+        if let Some(paired) = self.paired {
+            return paired;
+        }
         if self.baseline == 0.0 {
             f64::NAN
         } else {
@@ -208,18 +215,44 @@ fn format_value(value: f64, unit: &str) -> String {
 
 /// Runs `op` in `tasks` tasks for `ROUND`, `ROUNDS` times interleaved with
 /// the other contenders, and returns the median operations per second of each.
-async fn interleaved(tasks: usize, contenders: &[(&str, Op)]) -> Vec<f64> {
+async fn interleaved(tasks: usize, contenders: &[(&str, Op)]) -> Samples {
     // Warm-up: connections, scripts, allocator.
     for (_, op) in contenders {
         rate(tasks, Duration::from_millis(300), op.clone()).await;
     }
     let mut samples = vec![Vec::new(); contenders.len()];
-    for _ in 0..ROUNDS {
-        for (index, (_, op)) in contenders.iter().enumerate() {
-            samples[index].push(rate(tasks, ROUND, op.clone()).await);
+    for round in 0..ROUNDS {
+        // A B C, then C B A: neither contender always runs first.
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for index in order {
+            let op = contenders[index].1.clone();
+            samples[index].push(rate(tasks, ROUND, op).await);
         }
     }
-    samples.into_iter().map(median).collect()
+    Samples(samples)
+}
+
+/// Per contender, its rate in each round.
+struct Samples(Vec<Vec<f64>>);
+
+impl Samples {
+    fn median(&self, contender: usize) -> f64 {
+        median(self.0[contender].clone())
+    }
+
+    /// Median over rounds of `of` / `against`, each pair measured in the
+    /// same round.
+    fn paired(&self, of: usize, against: usize) -> Option<f64> {
+        let ratios = self.0[of]
+            .iter()
+            .zip(&self.0[against])
+            .map(|(of, against)| of / against)
+            .collect();
+        Some(median(ratios))
+    }
 }
 
 /// Operations per second of `op` run back to back in `tasks` tasks for `span`.
@@ -326,11 +359,12 @@ fn memory_throughput(rows: &mut Vec<Row>) {
             rows.push(Row {
                 section: "memory",
                 what: format!("uncontended acquire+release, {tasks} task(s)"),
-                value: rates[0],
+                value: rates.median(0),
                 unit: "pairs/s",
                 baseline_name: "Mutex<HashMap> insert/remove".to_owned(),
-                baseline: rates[1],
+                baseline: rates.median(1),
                 target: Some(Target::RatioAtLeast(0.5)),
+                paired: rates.paired(0, 1),
             });
         }
     });
@@ -382,6 +416,7 @@ fn memory_bytes_per_lock(rows: &mut Vec<Row>) {
             baseline_name: "key bytes per lock".to_owned(),
             baseline: key_per_lock,
             target: Some(Target::AtMost(256.0)),
+            paired: None,
         });
     });
 }
@@ -412,6 +447,7 @@ async fn memory_contention(rows: &mut Vec<Row>) {
         baseline_name: "-".to_owned(),
         baseline: 0.0,
         target: None,
+        paired: None,
     });
 }
 
@@ -503,6 +539,7 @@ fn push_handoff(
         baseline_name: format!("{baseline_name} p50"),
         baseline: percentile(baseline, 0.5),
         target: Some(Target::AtMost(p50_target_us)),
+        paired: None,
     });
     rows.push(Row {
         section,
@@ -512,6 +549,7 @@ fn push_handoff(
         baseline_name: format!("{baseline_name} p99"),
         baseline: percentile(baseline, 0.99),
         target: None,
+        paired: None,
     });
 }
 
@@ -646,17 +684,23 @@ async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
         };
         let rates = interleaved(
             tasks,
+            // Compared pairs sit next to each other in every round.
             &[
+                ("rslock", rslock_op),
                 ("direct", direct),
+                ("raw", raw_op),
                 ("run", run),
                 ("attribute", attribute),
-                ("raw", raw_op),
-                ("rslock", rslock_op),
             ],
         )
         .await;
-        let (direct, run, attribute, raw, rslock_rate) =
-            (rates[0], rates[1], rates[2], rates[3], rates[4]);
+        let (rslock_rate, direct, raw, run, attribute) = (
+            rates.median(0),
+            rates.median(1),
+            rates.median(2),
+            rates.median(3),
+            rates.median(4),
+        );
         let raw_target = if tasks == 1 { 0.95 } else { 0.9 };
         rows.push(Row {
             section: "redis",
@@ -666,6 +710,7 @@ async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
             baseline_name: "raw SET NX PX + CAD script".to_owned(),
             baseline: raw,
             target: Some(Target::RatioAtLeast(raw_target)),
+            paired: rates.paired(1, 2),
         });
         rows.push(Row {
             section: "redis",
@@ -675,6 +720,7 @@ async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
             baseline_name: "rslock".to_owned(),
             baseline: rslock_rate,
             target: (tasks == 64).then_some(Target::RatioAtLeast(1.2)),
+            paired: rates.paired(1, 0),
         });
         rows.push(Row {
             section: "redis",
@@ -684,6 +730,7 @@ async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
             baseline_name: "same by hand: lock(name).run".to_owned(),
             baseline: run,
             target: Some(Target::RatioWithin(0.03)),
+            paired: rates.paired(4, 3),
         });
         rows.push(Row {
             section: "redis",
@@ -693,6 +740,7 @@ async fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
             baseline_name: "acquire + release".to_owned(),
             baseline: direct,
             target: None,
+            paired: rates.paired(4, 1),
         });
     }
 }
@@ -802,6 +850,7 @@ async fn redis_handoff(url: &str, rows: &mut Vec<Row>) {
         baseline_name: "rslock acquire retry p50".to_owned(),
         baseline: percentile(&retrying, 0.5),
         target: None,
+        paired: None,
     });
     rows.push(Row {
         section: "redis",
@@ -811,6 +860,7 @@ async fn redis_handoff(url: &str, rows: &mut Vec<Row>) {
         baseline_name: "rslock acquire retry p99".to_owned(),
         baseline: percentile(&retrying, 0.99),
         target: None,
+        paired: None,
     });
 }
 
@@ -826,5 +876,6 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
         baseline_name: "-".to_owned(),
         baseline: 0.0,
         target: None,
+        paired: None,
     });
 }

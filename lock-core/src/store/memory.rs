@@ -31,7 +31,7 @@ use hashbrown::hash_table::Entry;
 use tokio::sync::Notify;
 
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::{Holder, Result};
+use crate::{Holder, Result, owner};
 
 /// Number of shards; a power of two.
 const SHARDS: usize = 32;
@@ -128,8 +128,41 @@ struct Slot {
 }
 
 struct Lease {
-    token: Box<str>,
+    token: StoredToken,
     expires: Instant,
+}
+
+/// An owner token as the store keeps it.
+///
+/// Tokens this process made end in its own `@host:pid`, so only their random
+/// part needs keeping, inline: no allocation per acquire and less memory per
+/// held lock. Anything else is kept whole.
+enum StoredToken {
+    Own([u8; owner::RANDOM_HEX_LEN]),
+    Other(Box<str>),
+}
+
+impl StoredToken {
+    fn new(token: &str) -> StoredToken {
+        match owner::own_random_part(token) {
+            Some(random) => StoredToken::Own(random),
+            None => StoredToken::Other(token.into()),
+        }
+    }
+
+    fn is(&self, token: &str) -> bool {
+        match self {
+            StoredToken::Own(random) => owner::own_random_part(token).as_ref() == Some(random),
+            StoredToken::Other(stored) => &**stored == token,
+        }
+    }
+
+    fn to_token(&self) -> String {
+        match self {
+            StoredToken::Own(random) => owner::own_token(random),
+            StoredToken::Other(stored) => stored.to_string(),
+        }
+    }
 }
 
 impl Lease {
@@ -235,7 +268,7 @@ impl MemoryStore {
         // overflow; saturate anyway rather than panic.
         let expires = now.checked_add(request.ttl).unwrap_or(now + MAX_TTL);
         let lease = || Lease {
-            token: request.token.into(),
+            token: StoredToken::new(request.token),
             expires,
         };
         self.with_shard(request.key, |shard, hash| {
@@ -292,7 +325,7 @@ impl MemoryStore {
             let ours = slot
                 .lease
                 .as_ref()
-                .is_some_and(|lease| &*lease.token == token);
+                .is_some_and(|lease| lease.token.is(token));
             if !ours {
                 return false;
             }
@@ -311,7 +344,7 @@ impl MemoryStore {
                 return false;
             };
             match &mut slot.lease {
-                Some(lease) if lease.live_at(now) && &*lease.token == token => {
+                Some(lease) if lease.live_at(now) && lease.token.is(token) => {
                     lease.expires = now.checked_add(ttl).unwrap_or(now + MAX_TTL);
                     true
                 }
@@ -340,7 +373,7 @@ impl MemoryStore {
         self.with_shard(key, |shard, hash| {
             let slot = shard.slots.find(hash, |slot| &*slot.key == key)?;
             let lease = slot.live_lease(now)?;
-            Some(Holder::new(&*lease.token, lease.expires - now))
+            Some(Holder::new(lease.token.to_token(), lease.expires - now))
         })
     }
 }
