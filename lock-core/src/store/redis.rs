@@ -606,29 +606,43 @@ fn lease_key(key: &str) -> Result<String> {
             reason: "a lock key must not be empty; give the lock a name",
         });
     }
-    let mut out = String::with_capacity(key.len() + 2);
+    let mut out = String::with_capacity(key.len() + 8);
     out.push('{');
-    for c in key.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            '}' => out.push_str("%7D"),
-            c => out.push(c),
-        }
+    // Runs between the characters that need escaping are copied whole.
+    let mut rest = key;
+    while let Some(at) = rest.find(['%', '}']) {
+        out.push_str(&rest[..at]);
+        out.push_str(if rest.as_bytes()[at] == b'%' {
+            "%25"
+        } else {
+            "%7D"
+        });
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
     out.push('}');
     Ok(out)
 }
 
 /// The Redis key marking that somebody waits for the lease `lease`; same slot.
 fn waiters_key(lease: &str) -> String {
-    format!("{lease}:waiters")
+    suffixed(lease, ":waiters")
+}
+
+/// `lease` followed by `suffix`, without the formatting machinery (this runs
+/// on every release).
+fn suffixed(lease: &str, suffix: &str) -> String {
+    let mut key = String::with_capacity(lease.len() + suffix.len());
+    key.push_str(lease);
+    key.push_str(suffix);
+    key
 }
 
 /// The Redis key of the fencing counter of the lease `lease`; same slot. It
 /// has no expiry: a counter that vanished would start again at 1 and hand
 /// out tokens older than ones already seen.
 fn fence_key(lease: &str) -> String {
-    format!("{lease}:fence")
+    suffixed(lease, ":fence")
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -1148,6 +1162,26 @@ mod tests {
                 slot(&lease),
                 crc16(&lease.as_bytes()[1..lease.len() - 1]) % 16384,
                 "the tag of {lease:?} must be the whole escaped name"
+            );
+        }
+    }
+
+    #[test]
+    fn braces_and_percent_signs_are_escaped_and_nothing_else() {
+        // The escaping is what keeps a name's hash tag whole; a wrong escape
+        // would either split the tag (CROSSSLOT) or merge two names.
+        let cases = [
+            ("lock:a", "{lock:a}"),
+            ("lock:a}b%c", "{lock:a%7Db%25c}"),
+            ("}}%%", "{%7D%7D%25%25}"),
+            ("lock:{tenant}", "{lock:{tenant%7D}"),
+            ("lock:\u{e9}t\u{e9} }", "{lock:\u{e9}t\u{e9} %7D}"),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(
+                lease_key(key).expect("non-empty"),
+                expected,
+                "escaping {key:?}"
             );
         }
     }
