@@ -41,7 +41,7 @@ use crate::{LockStore, Result};
 pub struct LockGuard {
     store: Arc<dyn LockStore>,
     key: Arc<str>,
-    token: String,
+    token: Arc<str>,
     fence: Option<u64>,
     /// Just before the acquire was sent: the lease started at or after this.
     started: Instant,
@@ -56,7 +56,7 @@ impl LockGuard {
     pub(crate) fn new(
         store: Arc<dyn LockStore>,
         key: Arc<str>,
-        token: String,
+        token: Arc<str>,
         fence: Option<u64>,
         started: Instant,
         hold_until: Option<Instant>,
@@ -145,7 +145,7 @@ impl LockGuard {
     /// Whether the store still has this guard's lease.
     pub async fn is_still_held(&self) -> Result<bool> {
         let holder = self.store.holder(&self.key).await?;
-        Ok(holder.is_some_and(|holder| holder.token() == self.token))
+        Ok(holder.is_some_and(|holder| holder.token() == &*self.token))
     }
 
     /// The owner token: 128 random bits and `host:pid`.
@@ -172,6 +172,11 @@ impl LockGuard {
     /// after this instant, so `started() + ttl` is a safe local deadline.
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// The owner token, shared.
+    pub(crate) fn token(&self) -> &Arc<str> {
+        &self.token
     }
 
     fn log_release(&self, released: bool) {
@@ -215,7 +220,7 @@ impl Drop for LockGuard {
         };
         let store = Arc::clone(&self.store);
         let key = Arc::clone(&self.key);
-        let token = std::mem::take(&mut self.token);
+        let token = Arc::clone(&self.token);
         let held_ms = self.held_for().as_millis() as u64;
         runtime.spawn(async move {
             let released = match hold {

@@ -47,7 +47,7 @@ pub struct Lease {
 
 struct State {
     key: Arc<str>,
-    owner: String,
+    owner: Arc<str>,
     fence: Option<u64>,
     deadline: Mutex<Instant>,
     lost: AtomicBool,
@@ -64,11 +64,16 @@ pub fn current() -> Option<Lease> {
 }
 
 impl Lease {
-    pub(crate) fn new(key: Arc<str>, owner: &str, fence: Option<u64>, deadline: Instant) -> Lease {
+    pub(crate) fn new(
+        key: Arc<str>,
+        owner: Arc<str>,
+        fence: Option<u64>,
+        deadline: Instant,
+    ) -> Lease {
         Lease {
             state: Arc::new(State {
                 key,
-                owner: owner.to_owned(),
+                owner,
                 fence,
                 deadline: Mutex::new(deadline),
                 lost: AtomicBool::new(false),

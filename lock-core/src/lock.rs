@@ -323,7 +323,7 @@ impl Lock {
     {
         let lease = Lease::new(
             Arc::clone(&self.key),
-            guard.owner(),
+            Arc::clone(guard.token()),
             guard.fence(),
             guard
                 .started()

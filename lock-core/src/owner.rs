@@ -14,7 +14,7 @@
 //! machines; the description lets [`Lock::holder`](crate::Lock::holder) say who
 //! holds a lock.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Length of the random part of a token, in hex digits (128 bits).
@@ -40,7 +40,7 @@ fn description_of_this_process() -> &'static str {
 /// Hand-encoded rather than through `format!`: this runs on every acquire,
 /// and the formatting machinery costs more than the rest of an in-memory
 /// acquire.
-pub(crate) fn new_token() -> String {
+pub(crate) fn new_token() -> Arc<str> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bits: u128 = rand::random();
     let mut random = [0u8; RANDOM_HEX_LEN];
@@ -49,12 +49,21 @@ pub(crate) fn new_token() -> String {
         pair[1] = HEX[usize::from(byte & 0xf)];
     }
     let description = description_of_this_process();
-    let mut token = String::with_capacity(RANDOM_HEX_LEN + 1 + description.len());
     // Hex digits are ASCII, so this never falls back to the empty string.
-    token.push_str(std::str::from_utf8(&random).unwrap_or_default());
-    token.push('@');
-    token.push_str(description);
-    token
+    let random = std::str::from_utf8(&random).unwrap_or_default();
+    // Assembled on the stack when it fits, so the only allocation is the
+    // shared `Arc<str>` the guard and the running work's lease both hold.
+    let mut buffer = [0u8; 160];
+    let len = RANDOM_HEX_LEN + 1 + description.len();
+    if let Some(out) = buffer.get_mut(..len) {
+        out[..RANDOM_HEX_LEN].copy_from_slice(random.as_bytes());
+        out[RANDOM_HEX_LEN] = b'@';
+        out[RANDOM_HEX_LEN + 1..].copy_from_slice(description.as_bytes());
+        if let Ok(token) = std::str::from_utf8(out) {
+            return Arc::from(token);
+        }
+    }
+    Arc::from(format!("{random}@{description}"))
 }
 
 /// The random part of `token` when this process made it (it ends in this
@@ -158,16 +167,16 @@ mod tests {
 
     #[test]
     fn tokens_do_not_repeat() {
-        let tokens: HashSet<String> = (0..10_000).map(|_| new_token()).collect();
+        let tokens: HashSet<Arc<str>> = (0..10_000).map(|_| new_token()).collect();
         assert_eq!(tokens.len(), 10_000, "every token must be unique");
     }
 
     #[test]
     fn a_holder_shows_the_readable_owner_and_hides_the_token_from_debug() {
         let token = new_token();
-        let holder = Holder::new(token.clone(), Duration::from_secs(3));
+        let holder = Holder::new(&*token, Duration::from_secs(3));
         assert_eq!(holder.owner(), description_of_this_process());
-        assert_eq!(holder.token(), token);
+        assert_eq!(holder.token(), &*token);
         let debug = format!("{holder:?}");
         assert!(
             !debug.contains(&token[..32]),
@@ -179,7 +188,7 @@ mod tests {
     fn an_own_token_round_trips_through_its_random_part() {
         let token = new_token();
         let random = own_random_part(&token).expect("made by this process");
-        assert_eq!(own_token(&random), token);
+        assert_eq!(own_token(&random), &*token);
         assert_eq!(own_random_part("someone-else"), None);
         let other_process = format!("{}@elsewhere:1", &token[..32]);
         assert_eq!(
