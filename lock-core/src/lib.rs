@@ -24,11 +24,19 @@
 //!
 //! # The pieces
 //!
+//! - `#[locked]` (the `locked` attribute, default feature `macros`): runs an
+//!   `async fn`'s body only while holding a named lease.
 //! - [`LockManager`]: a store plus a key prefix; hands out [`Lock`]s.
-//! - [`Lock`]: a named lease not yet held; [`Lock::acquire`] and [`Lock::run`].
+//! - [`Lock`]: a named lease not yet held; [`Lock::acquire`], [`Lock::run`],
+//!   and the lifecycle options ([`Lock::renew`], [`Lock::at_least`],
+//!   [`Lock::fenced`], [`OnLost`]...).
 //! - [`LockGuard`]: a held lease; release, extend, keep. Dropping it releases.
-//! - [`LockStore`]: where leases live. [`MemoryStore`] is built in.
-//! - [`registry`]: the application-wide manager.
+//! - [`current`]: the [`Lease`] held by the locked work running now, with its
+//!   lost-lease signal.
+//! - [`LockStore`]: where leases live. [`MemoryStore`] is built in; `RedisStore`
+//!   (feature `redis`) covers Redis and Redis Cluster.
+//! - [`registry`]: the application-wide manager, and every lock the binary
+//!   declares.
 //!
 //! # What goes wrong without this
 //!

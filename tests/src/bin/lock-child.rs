@@ -20,6 +20,11 @@
 //!     `done <ran> <skipped>`.
 //! ```
 //!
+//! lock-child clock <faketime-timestamp-file>
+//!     Run under libfaketime with that timestamp file: holds an in-memory
+//!     lock while moving the wall clock 2 h forward (the lease must stand),
+//!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
+//!
 //! Any failure prints `error <message>` and exits with status 1.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -78,6 +83,7 @@ async fn run(args: &[String]) -> Result<String, String> {
             };
             schedule(url, prefix, plan, list).await
         }
+        [mode, timestamp_file] if mode == "clock" => clock(timestamp_file).await,
         _ => Err(format!("unknown arguments {args:?}; see the file's docs")),
     }
 }
@@ -241,4 +247,53 @@ async fn schedule(url: &str, prefix: &str, plan: Schedule, list: &str) -> Result
         }
     }
     Ok(format!("done {ran} {skipped}"))
+}
+
+/// Wall-clock jumps must neither end nor stretch an in-memory lease: its TTL
+/// runs on the monotonic clock.
+async fn clock(timestamp_file: &str) -> Result<String, String> {
+    use std::time::{Instant, SystemTime};
+    const TTL: Duration = Duration::from_millis(1500);
+    let jump = |offset: &str| {
+        std::fs::write(timestamp_file, format!("{offset}\n"))
+            .map_err(|e| format!("write {timestamp_file}: {e}"))
+    };
+    let wall = || {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let locks = LockManager::memory();
+    let lock = locks.lock("clock", TTL);
+    let acquired = Instant::now();
+    let guard = lock
+        .acquire()
+        .await
+        .map_err(|e| format!("acquire: {e}"))?
+        .ok_or("a fresh memory store refused the lock")?;
+
+    let before = wall();
+    jump("+2h")?;
+    let forward = wall().saturating_sub(before);
+    if forward < 3600 {
+        return Err(format!(
+            "the wall clock moved {forward} s, not 2 h: libfaketime is not active"
+        ));
+    }
+    if !lock.is_held().await.map_err(|e| e.to_string())? {
+        return Err("a 2 h wall-clock jump forward ended the lease".to_owned());
+    }
+
+    let before = wall();
+    jump("-2h")?;
+    let backward = before.saturating_sub(wall());
+    if backward < 3600 {
+        return Err(format!("the wall clock went back {backward} s, not 4 h"));
+    }
+    tokio::time::sleep_until((acquired + TTL + Duration::from_millis(300)).into()).await;
+    if lock.is_held().await.map_err(|e| e.to_string())? {
+        return Err("a wall-clock jump back stretched the lease past its ttl".to_owned());
+    }
+    guard.keep();
+    Ok(format!("ok forward={forward}s backward={backward}s"))
 }
