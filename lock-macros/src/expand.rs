@@ -528,7 +528,21 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         });
     });
 
+    // A trait impl allows only the trait's items, so this companion const
+    // turns "#[locked] inside `impl Trait for T`" into an error that names
+    // the fix, spanned at the method's name. Elsewhere it is an unused,
+    // hidden const.
+    let companion = format_ident!(
+        "locked_cannot_go_in_a_trait_impl__lock_an_inherent_method_and_call_it_from_the_impl__{}",
+        sig.ident,
+        span = sig.ident.span()
+    );
+    let cfgs = outer.iter().filter(|attr| attr.path().is_ident("cfg"));
     quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals, dead_code)]
+        const #companion: () = ();
         #(#outer)*
         #vis #new_sig #body
     }

@@ -298,9 +298,11 @@ use proc_macro::TokenStream;
 /// is `Send` whenever the body's is, so locked functions can be spawned.
 ///
 /// Not in trait impls: the attribute changes the return type, which would no
-/// longer match the trait. Under `#[async_trait]` it says so; on a native
-/// `async fn` in a trait impl the compiler reports the mismatched return
-/// type. Put `#[locked]` on an inherent method and call it from the impl:
+/// longer match the trait. The compile error says so, under `#[async_trait]`
+/// and on a native `async fn` in a trait impl alike (there through a hidden
+/// companion const whose name is the fix: a trait impl admits only the
+/// trait's items). Put `#[locked]` on an inherent method and call it from the
+/// impl:
 ///
 /// ```
 /// # use lock_core::locked;
