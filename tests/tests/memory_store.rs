@@ -2,10 +2,11 @@
 //! store contract: bounded memory, exclusion under real parallelism, result
 //! precedence in `run`, prompt handoff, and the events it traces.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, MemoryStore};
+use lock_tests::contract::increment_under_one_lock;
 use lock_tests::instrumented::Instrumented;
 use lock_tests::logs::Captured;
 
@@ -85,36 +86,8 @@ fn sixty_four_tasks_incrementing_under_one_lock_end_at_exactly_12800() {
         .enable_all()
         .build()
         .expect("runtime");
-    let total = runtime.block_on(async {
-        let locks = LockManager::memory();
-        let counter = Arc::new(Mutex::new(0usize));
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                let lock = locks
-                    .lock("counter", Duration::from_secs(30))
-                    .wait_for(Duration::from_secs(120));
-                let counter = Arc::clone(&counter);
-                tokio::spawn(async move {
-                    for _ in 0..ROUNDS {
-                        let counter = Arc::clone(&counter);
-                        lock.run(async move {
-                            let read = *counter.lock().expect("unpoisoned");
-                            tokio::task::yield_now().await;
-                            *counter.lock().expect("unpoisoned") = read + 1;
-                            Ok::<_, Error>(())
-                        })
-                        .await
-                        .expect("run")
-                        .expect("the wait is long enough to always get it");
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("task finished");
-        }
-        *counter.lock().expect("unpoisoned")
-    });
+    let locks = LockManager::memory();
+    let total = runtime.block_on(increment_under_one_lock(&locks, TASKS, ROUNDS));
     assert_eq!(total, TASKS * ROUNDS, "no increment may be lost");
 }
 

@@ -64,6 +64,29 @@ fn read_line(child: &mut Child, guard: Duration) -> String {
         .to_owned()
 }
 
+/// Every child's one-line report, after checking each exited cleanly.
+fn reports(children: &mut Children, guard: Duration) -> Vec<String> {
+    children
+        .0
+        .iter_mut()
+        .map(|child| {
+            let line = read_line(child, guard);
+            let status = child.wait().expect("child exit");
+            assert!(status.success(), "a child exited with {status}: {line}");
+            line
+        })
+        .collect()
+}
+
+/// A plain connection for reading and cleaning up what the children wrote.
+async fn data_connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_contending_for_one_lock_lose_no_update() {
     // The reason Redis locks exist: several OS processes (several servers)
@@ -94,23 +117,16 @@ async fn processes_contending_for_one_lock_lose_no_update() {
             })
             .collect(),
     );
-    let mut reported = 0;
-    for child in &mut children.0 {
-        let line = read_line(child, Duration::from_secs(180));
-        let done: usize = line
-            .strip_prefix("done ")
-            .unwrap_or_else(|| panic!("a contender failed: {line}"))
-            .parse()
-            .expect("a count");
-        reported += done;
-        let status = child.wait().expect("child exit");
-        assert!(status.success(), "a contender exited with {status}");
-    }
-    let client = redis::Client::open(url.as_str()).expect("url");
-    let mut data = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let reported: usize = reports(&mut children, Duration::from_secs(180))
+        .iter()
+        .map(|line| {
+            line.strip_prefix("done ")
+                .unwrap_or_else(|| panic!("a contender failed: {line}"))
+                .parse::<usize>()
+                .expect("a count")
+        })
+        .sum();
+    let mut data = data_connection(&url).await;
     let total: u64 = data.get(&counter).await.expect("read the counter");
     let expected = (PROCESSES * TASKS * ROUNDS) as u64;
     let lost = expected.saturating_sub(total);
@@ -148,17 +164,10 @@ async fn fencing_tokens_strictly_increase_over_1000_acquisitions_across_4_proces
             .map(|_| child(&["fence", &url, &prefix, "fenced", &list, &EACH.to_string()]))
             .collect(),
     );
-    for child in &mut children.0 {
-        let line = read_line(child, Duration::from_secs(180));
+    for line in reports(&mut children, Duration::from_secs(180)) {
         assert_eq!(line, format!("done {EACH}"), "a child failed: {line}");
-        let status = child.wait().expect("child exit");
-        assert!(status.success(), "a child exited with {status}");
     }
-    let client = redis::Client::open(url.as_str()).expect("url");
-    let mut data = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut data = data_connection(&url).await;
     let tokens: Vec<u64> = data.lrange(&list, 0, -1).await.expect("read the tokens");
     assert_eq!(
         tokens.len(),
@@ -213,8 +222,7 @@ async fn a_scheduled_task_runs_once_per_slot_across_two_processes() {
     };
     let mut children = Children(vec![plan("0"), plan("300")]);
     let mut ran_in_children = 0;
-    for child in &mut children.0 {
-        let line = read_line(child, HANG_GUARD);
+    for line in reports(&mut children, HANG_GUARD) {
         let counts: Vec<u64> = line
             .strip_prefix("done ")
             .unwrap_or_else(|| panic!("a child failed: {line}"))
@@ -227,14 +235,8 @@ async fn a_scheduled_task_runs_once_per_slot_across_two_processes() {
             "each child called every slot: {line}"
         );
         ran_in_children += counts[0];
-        let status = child.wait().expect("child exit");
-        assert!(status.success(), "a child exited with {status}");
     }
-    let client = redis::Client::open(url.as_str()).expect("url");
-    let mut data = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut data = data_connection(&url).await;
     let mut runs: Vec<u64> = data.lrange(&list, 0, -1).await.expect("read the runs");
     runs.sort_unstable();
     println!("scheduler: slots run {runs:?} across 2 processes");
