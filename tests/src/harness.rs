@@ -410,7 +410,7 @@ fn wait_until(guard: Duration, mut check: impl FnMut() -> io::Result<()>) -> io:
 }
 
 /// A port that is free now, and whose cluster bus port (+10000) is free too.
-fn free_port() -> io::Result<u16> {
+pub fn free_port() -> io::Result<u16> {
     for _ in 0..100 {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
