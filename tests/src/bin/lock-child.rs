@@ -1,4 +1,4 @@
-//! A separate OS process for the cross-process Redis tests.
+//! A separate OS process for the cross-process tests.
 //!
 //! ```text
 //! lock-child contend <redis-url> <prefix> <lock-name> <counter-key> <tasks> <rounds>
@@ -18,12 +18,11 @@
 //!     `#[locked(name = "report:{minute}", ttl = "50s", at_least = "50s",
 //!     shared)]` task, which appends the slot to <list-key> (RPUSH). Prints
 //!     `done <ran> <skipped>`.
-//! ```
-//!
 //! lock-child clock <faketime-timestamp-file>
 //!     Run under libfaketime with that timestamp file: holds an in-memory
 //!     lock while moving the wall clock 2 h forward (the lease must stand),
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
+//! ```
 //!
 //! Any failure prints `error <message>` and exits with status 1.
 
