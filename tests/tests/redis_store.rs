@@ -604,3 +604,106 @@ async fn a_redis_store_says_it_is_shared() {
         "a Redis store is visible to other processes"
     );
 }
+
+/// The ports of a cluster's nodes, from their URLs.
+fn ports(urls: &[String]) -> Vec<u16> {
+    urls.iter()
+        .map(|url| {
+            url.rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("a port")
+        })
+        .collect()
+}
+
+/// The node id and port of the primary that serves `slot`, read from
+/// `CLUSTER NODES` on `port`.
+fn owner_of(slot: u16, port: u16) -> (String, u16) {
+    let nodes = harness::command(port, &["CLUSTER", "NODES"]).expect("CLUSTER NODES");
+    for line in nodes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let serves = fields.iter().skip(8).any(|range| {
+            let (low, high) = range.split_once('-').unwrap_or((range, range));
+            matches!((low.parse::<u16>(), high.parse::<u16>()), (Ok(low), Ok(high)) if (low..=high).contains(&slot))
+        });
+        if serves {
+            let node_port = fields[1]
+                .split(['@', ':'])
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .expect("a node address");
+            return (fields[0].to_owned(), node_port);
+        }
+    }
+    panic!("no node serves slot {slot}: {nodes}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_and_ask_redirections_are_followed_while_a_slot_migrates() {
+    // Resharding a live cluster moves slots between nodes: while a slot
+    // migrates, a key not yet on the old node is answered with ASK, and once
+    // it has moved, every command for it with MOVED. A store that did not
+    // follow them would fail every lock in that slot until restarted.
+    if !harness::redis_server_installed() {
+        harness::unavailable::<()>("the slot migration test", "redis-server is not on PATH");
+        return;
+    }
+    let cluster = harness::RedisCluster::start(3).expect("a cluster of our own");
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locks = LockManager::new(RedisStore::cluster(&seeds).await.expect("connect"))
+        .with_prefix("migrate:");
+    let lock = locks.lock("moving", LONG);
+    let lease_key = "{migrate:moving}";
+    let any_port = ports(&urls)[0];
+    let slot: u16 = harness::command(any_port, &["CLUSTER", "KEYSLOT", lease_key])
+        .expect("CLUSTER KEYSLOT")
+        .parse()
+        .expect("a slot");
+    let (source_id, source) = owner_of(slot, any_port);
+    let target = *ports(&urls)
+        .iter()
+        .find(|port| **port != source)
+        .expect("another primary");
+    let target_id = harness::command(target, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
+    let slot_arg = slot.to_string();
+
+    // Migration under way, lease not on the old node yet: ASK to the new one.
+    harness::command(
+        target,
+        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
+    )
+    .expect("IMPORTING");
+    harness::command(
+        source,
+        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
+    )
+    .expect("MIGRATING");
+    let guard = lock
+        .acquire()
+        .await
+        .expect("acquire during the migration")
+        .expect("free");
+    let on_target: u64 = harness::command(target, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg])
+        .expect("COUNTKEYSINSLOT")
+        .parse()
+        .expect("a count");
+    assert_eq!(
+        on_target, 1,
+        "the ASK redirection put the lease on the new node"
+    );
+
+    // Migration done: the store's slot map is stale, so MOVED.
+    for port in ports(&urls) {
+        harness::command(port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id])
+            .expect("SETSLOT NODE");
+    }
+    assert!(
+        guard.release().await.expect("release after the slot moved"),
+        "the release followed MOVED and found our lease"
+    );
+    let again = lock.acquire().await.expect("acquire after the move");
+    assert!(again.is_some(), "the lock works from its new node");
+    drop(cluster);
+}
