@@ -78,3 +78,20 @@ pub use owner::Holder;
 pub use store::{LockStore, MemoryStore};
 #[cfg(feature = "redis")]
 pub use store::{RedisConfig, RedisStore};
+
+#[cfg(test)]
+mod tests {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn the_handles_cross_threads_and_tasks() {
+        // Guards are held across `.await` points in spawned tasks, and
+        // managers live in statics: all of them must be Send + Sync.
+        assert_send_sync::<crate::LockManager>();
+        assert_send_sync::<crate::Lock>();
+        assert_send_sync::<crate::LockGuard>();
+        assert_send_sync::<crate::Lease>();
+        assert_send_sync::<crate::Holder>();
+        assert_send_sync::<crate::MemoryStore>();
+    }
+}
