@@ -181,14 +181,14 @@ impl Lock {
 
     async fn acquire_outcome(&self) -> Result<Outcome> {
         self.validate()?;
-        let started = Instant::now();
-        // `None`: a wait too long to represent, which is waiting for good.
-        let deadline = started.checked_add(self.wait);
         let token = owner::new_token();
         let store = self.manager.store();
         let mut request = AcquireRequest::new(&self.key, &token, self.ttl);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
+        let started = request.sent;
+        // `None`: a wait too long to represent, which is waiting for good.
+        let deadline = started.checked_add(self.wait);
         let mut sent = started;
         loop {
             // The store's clock starts the lease at or after `sent`, so
@@ -242,6 +242,7 @@ impl Lock {
                         None => tokio::time::sleep(nap).await,
                     }
                     sent = Instant::now();
+                    request.sent = sent;
                 }
             }
         }

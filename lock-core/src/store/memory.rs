@@ -263,7 +263,8 @@ impl MemoryStore {
     }
 
     fn try_acquire(&self, request: AcquireRequest<'_>) -> Attempt {
-        let now = Instant::now();
+        // The caller's send time, on this same clock: no second reading.
+        let now = request.sent;
         // The caller validated the TTL against `max_ttl`, so this cannot
         // overflow; saturate anyway rather than panic.
         let expires = now.checked_add(request.ttl).unwrap_or(now + MAX_TTL);

@@ -55,7 +55,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Holder, Result};
 
@@ -79,6 +79,11 @@ pub struct AcquireRequest<'a> {
     /// Whether the caller will wait: when the key is held, return a [`Wakeup`]
     /// if the store can observe releases.
     pub wake: bool,
+    /// When the caller sent this attempt, on this process's monotonic clock.
+    /// A store that keeps time on that same clock (memory) may start the lease
+    /// here instead of reading the clock again: it is never later than its
+    /// own reading would be, so the lease never lasts longer than `ttl`.
+    pub sent: Instant,
     /// Whether the caller wants a fencing token: on success, return the next
     /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
     /// when [`LockStore::fencing`] is true.
@@ -94,6 +99,7 @@ impl<'a> AcquireRequest<'a> {
             key,
             token,
             ttl,
+            sent: Instant::now(),
             wake: false,
             fenced: false,
         }
