@@ -189,10 +189,9 @@ impl Lock {
         let started = request.sent;
         // `None`: a wait too long to represent, which is waiting for good.
         let deadline = started.checked_add(self.wait);
-        let mut sent = started;
         loop {
-            // The store's clock starts the lease at or after `sent`, so
-            // deadlines counted from it are never later than the store's.
+            // The store's clock starts the lease at or after `request.sent`,
+            // so deadlines counted from it are never later than the store's.
             let attempt = match store.acquire_now(request) {
                 Some(attempt) => attempt?,
                 None => store.acquire(request).await?,
@@ -205,6 +204,7 @@ impl Lock {
                         ?fence,
                         "lock acquired"
                     );
+                    let sent = request.sent;
                     let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
                     return Ok(Outcome::Acquired(LockGuard::new(
                         Arc::clone(store),
@@ -241,8 +241,7 @@ impl Lock {
                         }
                         None => tokio::time::sleep(nap).await,
                     }
-                    sent = Instant::now();
-                    request.sent = sent;
+                    request.sent = Instant::now();
                 }
             }
         }
