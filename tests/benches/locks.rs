@@ -437,7 +437,7 @@ async fn memory_handoff(rows: &mut Vec<Row>) {
         &latencies,
         "100 ms polling waiter",
         &polling,
-        50.0,
+        Some(50.0),
     );
 }
 
@@ -534,7 +534,7 @@ fn push_handoff(
     ours: &[Duration],
     baseline_name: &str,
     baseline: &[Duration],
-    p50_target_us: f64,
+    p50_target_us: Option<f64>,
 ) {
     rows.push(Row {
         section,
@@ -543,7 +543,7 @@ fn push_handoff(
         unit: "us",
         baseline_name: format!("{baseline_name} p50"),
         baseline: percentile(baseline, 0.5),
-        target: Some(Target::AtMost(p50_target_us)),
+        target: p50_target_us.map(Target::AtMost),
         paired: None,
     });
     rows.push(Row {
@@ -869,28 +869,17 @@ async fn redis_handoff(url: &str, rows: &mut Vec<Row>) {
         &ours,
         "100 ms polling waiter",
         &polling,
-        1000.0,
+        Some(1000.0),
     );
-    rows.push(Row {
-        section: "redis",
-        what: "handoff p50, lock-core on Redis".to_owned(),
-        value: percentile(&ours, 0.5),
-        unit: "us",
-        baseline_name: "rslock acquire retry p50".to_owned(),
-        baseline: percentile(&retrying, 0.5),
-        target: None,
-        paired: None,
-    });
-    rows.push(Row {
-        section: "redis",
-        what: "handoff p99, lock-core on Redis".to_owned(),
-        value: percentile(&ours, 0.99),
-        unit: "us",
-        baseline_name: "rslock acquire retry p99".to_owned(),
-        baseline: percentile(&retrying, 0.99),
-        target: None,
-        paired: None,
-    });
+    push_handoff(
+        rows,
+        "redis",
+        "lock-core on Redis",
+        &ours,
+        "rslock acquire retry",
+        &retrying,
+        None,
+    );
 }
 
 async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
