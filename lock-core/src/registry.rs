@@ -268,21 +268,19 @@ pub fn declared() -> Vec<&'static DeclaredLock> {
 /// # Errors
 ///
 /// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
-/// installed; one literal lock name declared with two different TTLs; a
-/// `shared` function whose manager is not [shared](LockManager::is_shared).
+/// installed; one literal lock name declared with different TTLs (one
+/// problem per name, listing every declaration); a `shared` function whose
+/// manager is not [shared](LockManager::is_shared).
 ///
-/// The `shared` check looks at the manager a call would use at this moment:
-/// the named one, or [`manager`] for functions that name none (so, with
-/// nothing installed, the per-process fallback, which is never shared).
-/// Inside [`with_manager`] that is the override.
+/// Every check looks at the manager a call would use at this moment: the
+/// named one, or [`manager`] for functions that name none (so, with nothing
+/// installed, the per-process fallback, which is never shared). Inside
+/// [`with_manager`] that is the override, for named managers too, exactly as
+/// calls there resolve it.
 pub fn verify() -> std::result::Result<(), Problems> {
-    let installed = |name: &str| {
-        NAMED
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|named| named.contains_key(name))
-    };
+    // Exactly what a call would resolve right now: inside `with_manager`
+    // that is the override, for named managers too.
+    let installed = |name: &str| manager_named(name).is_ok();
     let shared = |named: Option<&str>| match named {
         Some(name) => manager_named(name).ok().map(|manager| manager.is_shared()),
         None => Some(manager().is_shared()),
@@ -297,8 +295,9 @@ pub fn verify() -> std::result::Result<(), Problems> {
 
 /// The checks behind [`verify`], over any set of declarations.
 ///
-/// `shared(manager)` says whether the manager a declaration uses is shared,
-/// `None` when it cannot be resolved (a missing manager, reported apart).
+/// `installed(name)` says whether a call naming that manager would find one;
+/// `shared(manager)` whether the manager a declaration uses is shared, `None`
+/// when it cannot be resolved (a missing manager, reported apart).
 fn problems_in(
     declared: &[&'static DeclaredLock],
     installed: &dyn Fn(&str) -> bool,
@@ -316,22 +315,27 @@ fn problems_in(
             problems.push(Problem::NotShared { lock });
         }
     }
-    for (index, first) in declared.iter().enumerate() {
+    // One lock (literal name, manager) declared with more than one TTL is
+    // one problem, listing every declaration of it, whatever their order.
+    let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+    for first in declared {
         let Some(name) = first.literal_name else {
             continue;
         };
-        let conflict = declared[index + 1..].iter().find(|second| {
-            second.literal_name == Some(name)
-                && second.manager == first.manager
-                && second.ttl != first.ttl
-        });
-        let earlier = declared[..index].iter().any(|earlier| {
-            earlier.literal_name == Some(name)
-                && earlier.manager == first.manager
-                && earlier.ttl != first.ttl
-        });
-        if let (Some(second), false) = (conflict, earlier) {
-            problems.push(Problem::ConflictingTtl { first, second });
+        if seen.contains(&(name, first.manager)) {
+            continue;
+        }
+        seen.push((name, first.manager));
+        let same: Vec<&'static DeclaredLock> = declared
+            .iter()
+            .copied()
+            .filter(|other| other.literal_name == Some(name) && other.manager == first.manager)
+            .collect();
+        if same.iter().any(|other| other.ttl != first.ttl) {
+            problems.push(Problem::ConflictingTtl {
+                name,
+                declarations: same,
+            });
         }
     }
     problems
@@ -353,13 +357,14 @@ pub enum Problem {
         /// The `shared` declaration.
         lock: &'static DeclaredLock,
     },
-    /// Two functions declare the same literal lock name (on the same manager)
-    /// with different TTLs, so the lease's length depends on which one runs.
+    /// Several functions declare the same literal lock name (on the same
+    /// manager) with different TTLs, so the lease's length depends on which
+    /// one runs.
     ConflictingTtl {
-        /// The first declaration, by file and line.
-        first: &'static DeclaredLock,
-        /// A later declaration with another TTL.
-        second: &'static DeclaredLock,
+        /// The lock name.
+        name: &'static str,
+        /// Every declaration of that name on that manager, by file and line.
+        declarations: Vec<&'static DeclaredLock>,
     },
 }
 
@@ -395,20 +400,20 @@ impl std::fmt::Display for Problem {
                     lock.function, lock.file, lock.line
                 )
             }
-            Problem::ConflictingTtl { first, second } => write!(
-                f,
-                "the lock `{}` has ttl {:?} in `{}` ({}:{}) but {:?} in `{}` ({}:{}); \
-                 one lock needs one ttl: make them equal, or give the locks different names",
-                first.literal_name.unwrap_or(first.name),
-                first.ttl,
-                first.function,
-                first.file,
-                first.line,
-                second.ttl,
-                second.function,
-                second.file,
-                second.line
-            ),
+            Problem::ConflictingTtl { name, declarations } => {
+                write!(f, "the lock `{name}` is declared with different ttls:")?;
+                for lock in declarations {
+                    write!(
+                        f,
+                        " {:?} in `{}` ({}:{});",
+                        lock.ttl, lock.function, lock.file, lock.line
+                    )?;
+                }
+                write!(
+                    f,
+                    " one lock needs one ttl: make them equal, or give the locks different names"
+                )
+            }
         }
     }
 }
@@ -536,6 +541,29 @@ mod declared_tests {
         );
     }
 
+    // However the declarations are ordered, one name with conflicting ttls
+    // is one problem that lists every declaration, agreeing ones included:
+    // the operator must see all the places to change.
+    #[test]
+    fn one_name_declared_with_agreeing_and_conflicting_ttls_is_one_problem_listing_all() {
+        for ttls in [[10, 10, 20], [20, 10, 10], [10, 20, 10]] {
+            let declared = [
+                leak(Some("nightly"), "app::a", ttls[0], None),
+                leak(Some("nightly"), "app::b", ttls[1], None),
+                leak(Some("nightly"), "app::c", ttls[2], None),
+            ];
+            let problems = problems_in(&declared, &|_| true, &all_shared);
+            assert_eq!(problems.len(), 1, "ttls {ttls:?}: {problems:?}");
+            let text = problems[0].to_string();
+            for function in ["`app::a`", "`app::b`", "`app::c`"] {
+                assert!(
+                    text.contains(function),
+                    "ttls {ttls:?}: lists {function}: {text}"
+                );
+            }
+        }
+    }
+
     // Agreeing declarations must not be flagged, or verify becomes noise.
     #[test]
     fn agreeing_declarations_are_no_problem() {
@@ -573,7 +601,7 @@ mod declared_tests {
                 Problem::NotShared { lock } | Problem::ManagerNotInstalled { lock } => {
                     lock.function
                 }
-                Problem::ConflictingTtl { first, .. } => first.function,
+                Problem::ConflictingTtl { declarations, .. } => declarations[0].function,
             })
             .collect();
         assert_eq!(

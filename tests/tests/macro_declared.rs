@@ -19,6 +19,13 @@ async fn templated(tenant: &str) -> usize {
     ttl = "1h 30m",
     manager = "declared-tests-reports"
 )]
+async fn nightly_early() {}
+
+#[locked(
+    name = "declared:nightly",
+    ttl = "1h 30m",
+    manager = "declared-tests-reports"
+)]
 async fn nightly_a() {}
 
 #[locked(
@@ -61,7 +68,7 @@ fn declared_lists_every_locked_function_with_its_settings() {
         .into_iter()
         .filter(|lock| lock.function().starts_with(concat!(module_path!(), "::")))
         .collect();
-    assert_eq!(all.len(), 5, "five #[locked] functions here: {all:#?}");
+    assert_eq!(all.len(), 6, "six #[locked] functions here: {all:#?}");
 
     let lock = find("::templated");
     assert_eq!(lock.name(), "declared:{tenant}", "the template as written");
@@ -139,7 +146,11 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
     // Nothing is installed as the default here: it is the per-process
     // fallback, which the `shared` declaration must not run on.
     let problems = registry::verify().expect_err("three problems are declared above");
-    assert_eq!(problems.len(), 3, "{problems}");
+    assert_eq!(
+        problems.len(),
+        3,
+        "one lock name declared three times with two ttls is one problem: {problems}"
+    );
     let missing = problems
         .iter()
         .find(|problem| matches!(problem, Problem::ManagerNotInstalled { .. }))
@@ -158,6 +169,12 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
         text.contains("declared:nightly") && text.contains("5400s") && text.contains("7200s"),
         "names the lock and both ttls: {text}"
     );
+    for function in ["::nightly_early", "::nightly_a", "::nightly_b"] {
+        assert!(
+            text.contains(function),
+            "lists every declaration of the name, {function} too: {text}"
+        );
+    }
     let unshared = problems
         .iter()
         .find(|problem| matches!(problem, Problem::NotShared { .. }))
@@ -174,18 +191,21 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
         "the error lists them all: {problems}"
     );
 
-    // The manager a call would use now decides: a shared one clears it.
+    // The manager a call would use now decides: inside `with_manager`
+    // every call resolves the override, even `manager = "..."` ones, so
+    // verify must neither report their manager missing nor the override
+    // unshared. Only the ttl conflict, which is about the source, remains.
     let shared = LockManager::memory().declared_shared();
     let problems = registry::with_manager(shared, async { registry::verify() })
         .await
-        .expect_err("the other two problems remain");
+        .expect_err("the ttl conflict remains");
     assert!(
-        !problems
+        problems
             .iter()
-            .any(|problem| matches!(problem, Problem::NotShared { .. })),
-        "a shared manager is no problem: {problems}"
+            .all(|problem| matches!(problem, Problem::ConflictingTtl { .. })),
+        "calls inside the override resolve every manager, and it is shared: {problems}"
     );
-    assert_eq!(problems.len(), 2, "{problems}");
+    assert_eq!(problems.len(), 1, "{problems}");
 }
 
 // Keep the functions used, and prove they are ordinary locked functions.
@@ -196,6 +216,11 @@ async fn declared_functions_still_run_under_their_locks() {
             templated("acme").await.expect("memory store"),
             Some(4),
             "templated"
+        );
+        assert_eq!(
+            nightly_early().await.expect("override"),
+            Some(()),
+            "nightly_early"
         );
         assert_eq!(nightly_a().await.expect("override"), Some(()), "nightly_a");
         assert_eq!(nightly_b().await.expect("override"), Some(()), "nightly_b");
