@@ -2,9 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::lock::validate_ttl;
+use tokio::time::Instant;
+
+use crate::lock::{store_ttl, validate_ttl};
 use crate::{LockStore, Result};
 
 /// A held lease. Proof that [`Lock::acquire`](crate::Lock::acquire) succeeded.
@@ -18,8 +20,10 @@ use crate::{LockStore, Result};
 /// A guard dropped without `release` or `keep` (an early return, a `?`, a
 /// panic, a cancelled future) gives the lease back by itself: at once when the
 /// store can release without I/O (memory), otherwise in a task spawned on the
-/// current tokio runtime, so drop never blocks. Outside a runtime, a store
-/// that needs I/O cannot be reached from `drop`, and the lease ends at its TTL.
+/// current tokio runtime, so drop never blocks. Outside a runtime, or while
+/// the runtime shuts down (its tasks no longer run), a store that needs I/O
+/// cannot be reached from `drop`: the lease ends at its TTL, and a WARN says
+/// so.
 /// For a lock with [`at_least`](crate::Lock::at_least), dropping early
 /// shortens the lease to its `at_least` end instead, like `release`.
 ///
@@ -94,19 +98,28 @@ impl LockGuard {
     /// that time shortens the lease to end then instead of deleting it, and
     /// the store's expiry ends the claim.
     pub async fn release(mut self) -> Result<bool> {
+        let released = self.give_back().await?;
+        self.log_release(released);
+        Ok(released)
+    }
+
+    /// Gives the lease back (or shortens it to its `at_least` end), without
+    /// logging the outcome; `Ok(false)` when it was no longer ours.
+    pub(crate) async fn give_back(&mut self) -> Result<bool> {
         // Stay armed until the store answers: if this future is dropped
         // mid-release, the guard's drop still gives the lease back.
         let released = match self.hold_remaining() {
-            Some(left) => self.store.extend(&self.key, &self.token, left).await,
+            Some(left) => {
+                let left = store_ttl(left, &*self.store);
+                self.store.extend(&self.key, &self.token, left).await
+            }
             None => match self.store.release_now(&self.key, &self.token) {
                 Some(released) => released,
                 None => self.store.release(&self.key, &self.token).await,
             },
         };
         self.armed = false;
-        let released = released?;
-        self.log_release(released);
-        Ok(released)
+        released
     }
 
     /// Resets the lease's TTL to `ttl` from now, if it is still ours.
@@ -122,6 +135,7 @@ impl LockGuard {
     /// store fails.
     pub async fn extend(&self, ttl: Duration) -> Result<bool> {
         validate_ttl(&self.key, ttl, self.store.max_ttl())?;
+        let ttl = store_ttl(ttl, &*self.store);
         let extended = self.store.extend(&self.key, &self.token, ttl).await?;
         if !extended {
             tracing::warn!(
@@ -202,45 +216,117 @@ impl Drop for LockGuard {
             return;
         }
         self.armed = false;
-        let hold = self.hold_remaining();
-        if hold.is_none()
-            && let Some(released) = self.store.release_now(&self.key, &self.token)
-        {
-            match released {
-                Ok(released) => self.log_release(released),
-                Err(error) => {
-                    tracing::warn!(key = %self.key, %error, "could not release a dropped lock guard; it ends at its ttl");
-                }
-            }
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(key = %self.key, "lock guard dropped outside a tokio runtime; the lease ends at its ttl");
-            return;
-        };
-        let store = Arc::clone(&self.store);
-        let key = Arc::clone(&self.key);
-        let token = Arc::clone(&self.token);
+        let hold = self
+            .hold_remaining()
+            .map(|left| store_ttl(left, &*self.store));
         let held_ms = self.held_for().as_millis() as u64;
-        runtime.spawn(async move {
-            let released = match hold {
-                Some(left) => store.extend(&key, &token, left).await,
-                None => store.release(&key, &token).await,
-            };
-            match released {
-                Ok(true) => tracing::debug!(key = %key, held_ms, "dropped lock released"),
-                Ok(false) => tracing::warn!(
-                    key = %key,
-                    held_ms,
-                    "lock overran: its lease ended before the dropped guard released it"
-                ),
-                Err(error) => tracing::warn!(
-                    key = %key,
-                    %error,
-                    "could not release a dropped lock guard; it ends at its ttl"
-                ),
+        give_back(
+            &self.store,
+            &self.key,
+            &self.token,
+            hold,
+            GiveBack::DroppedGuard { held_ms },
+        );
+    }
+}
+
+/// Why a lease is being given back from a place that cannot await.
+#[derive(Clone, Copy)]
+pub(crate) enum GiveBack {
+    /// A guard dropped unreleased, after holding the lease this long.
+    DroppedGuard { held_ms: u64 },
+    /// An acquire dropped (or failed) after its request may have reached the
+    /// store: the lease may be ours without anybody knowing.
+    AbandonedAcquire,
+}
+
+impl GiveBack {
+    fn released(self, key: &str, released: Result<bool>) {
+        match (self, released) {
+            (GiveBack::DroppedGuard { held_ms }, Ok(true)) => {
+                tracing::debug!(key = %key, held_ms, "dropped lock released");
             }
-        });
+            (GiveBack::DroppedGuard { held_ms }, Ok(false)) => tracing::warn!(
+                key = %key,
+                held_ms,
+                "lock overran: its lease ended before the dropped guard released it"
+            ),
+            (GiveBack::AbandonedAcquire, Ok(true)) => tracing::debug!(
+                key = %key,
+                "gave back a lease taken by an acquire that was cancelled or failed"
+            ),
+            // The attempt never took the lease: nothing to give back.
+            (GiveBack::AbandonedAcquire, Ok(false)) => {}
+            (_, Err(error)) => tracing::warn!(
+                key = %key,
+                %error,
+                "could not give back a lease from a dropped lock future; it ends at its ttl"
+            ),
+        }
+    }
+}
+
+/// Gives a lease back from `drop`, where nothing can be awaited: at once when
+/// the store can release without I/O, otherwise in a task spawned on the
+/// current tokio runtime. `hold` shortens the lease to end then (an
+/// `at_least` claim) instead of deleting it.
+///
+/// When no task can run the give-back (no runtime here, or the runtime is
+/// shutting down and drops new tasks unpolled), the lease ends at its TTL and
+/// a WARN says so: a lease is never left behind silently.
+pub(crate) fn give_back(
+    store: &Arc<dyn LockStore>,
+    key: &Arc<str>,
+    token: &Arc<str>,
+    hold: Option<Duration>,
+    why: GiveBack,
+) {
+    if hold.is_none()
+        && let Some(released) = store.release_now(key, token)
+    {
+        why.released(key, released);
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(
+            key = %key,
+            "a lock future was dropped outside a tokio runtime, so its store cannot be reached: the lease ends at its ttl"
+        );
+        return;
+    };
+    let store = Arc::clone(store);
+    let key = Arc::clone(key);
+    let token = Arc::clone(token);
+    let unfinished = Unfinished(Some(Arc::clone(&key)));
+    runtime.spawn(async move {
+        let unfinished = unfinished;
+        let released = match hold {
+            Some(left) => store.extend(&key, &token, left).await,
+            None => store.release(&key, &token).await,
+        };
+        why.released(&key, released);
+        unfinished.finish();
+    });
+}
+
+/// Carried by a give-back task: if the task is dropped before it finishes
+/// (the runtime shut down), says so at WARN.
+struct Unfinished(Option<Arc<str>>);
+
+impl Unfinished {
+    fn finish(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(key) = self.0.take() {
+            tracing::warn!(
+                key = %key,
+                "the tokio runtime shut down before a dropped lock could be given back: the lease ends at its ttl"
+            );
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 tokio::task_local! {
     static CURRENT: Lease;
@@ -82,9 +82,13 @@ impl Lease {
         }
     }
 
-    /// Runs `future` with this lease as [`current`].
-    pub(crate) async fn scope<F: Future>(&self, future: F) -> F::Output {
-        CURRENT.scope(self.clone(), future).await
+    /// `future`, run with this lease as [`current`]. A plain function, not
+    /// an `async fn`, so `future` is held once, inside the task-local scope.
+    pub(crate) fn scope<F: Future>(
+        &self,
+        future: F,
+    ) -> tokio::task::futures::TaskLocalFuture<Lease, F> {
+        CURRENT.scope(self.clone(), future)
     }
 
     /// The store key.
@@ -102,8 +106,11 @@ impl Lease {
         self.state.fence
     }
 
-    /// When the lease ends unless renewed: a conservative local estimate,
-    /// counted from just before the acquire (or the last renewal) was sent.
+    /// When the lease ends unless renewed: a conservative local estimate on
+    /// tokio's clock, counted from just before the acquire (or the last
+    /// renewal) was sent, less the store's
+    /// [clock margin](crate::LockStore::clock_margin), so it passes before
+    /// the store could let anyone else have the lease.
     pub fn deadline(&self) -> Instant {
         *self
             .state
@@ -133,7 +140,7 @@ impl Lease {
             // look again), or by the deadline itself.
             tokio::select! {
                 () = notified => {}
-                () = tokio::time::sleep_until(self.deadline().into()) => {}
+                () = tokio::time::sleep_until(self.deadline()) => {}
             }
         }
     }

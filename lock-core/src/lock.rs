@@ -2,11 +2,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
+
+use crate::guard::{GiveBack, give_back};
 use crate::lease::Lease;
 use crate::store::{AcquireRequest, Attempt};
-use crate::{Error, Holder, LockGuard, LockManager, Result, owner};
+use crate::{Error, Holder, LockGuard, LockManager, LockStore, Result, owner};
 
 /// What locked work does when its lease is lost while it runs.
 ///
@@ -183,7 +186,8 @@ impl Lock {
         self.validate()?;
         let token = owner::new_token();
         let store = self.manager.store();
-        let mut request = AcquireRequest::new(&self.key, &token, self.ttl);
+        let ttl = store_ttl(self.ttl, &**store);
+        let mut request = AcquireRequest::new(&self.key, &token, ttl);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
         let started = request.sent;
@@ -194,7 +198,16 @@ impl Lock {
             // so deadlines counted from it are never later than the store's.
             let attempt = match store.acquire_now(request) {
                 Some(attempt) => attempt?,
-                None => store.acquire(request).await?,
+                None => {
+                    // From the moment the request may reach the store until
+                    // its reply is read, a lease under `token` may exist that
+                    // only this future knows of: if the future is dropped
+                    // here, or the store fails, it is given back.
+                    let in_flight = InFlight::new(store, &self.key, &token);
+                    let attempt = store.acquire(request).await?;
+                    in_flight.landed();
+                    attempt
+                }
             };
             match attempt {
                 Attempt::Acquired { fence } => {
@@ -273,9 +286,22 @@ impl Lock {
     /// assert_eq!(total, Some(3));
     /// # Ok(()) }
     /// ```
-    pub async fn run<T, E, F>(&self, work: F) -> Result<Option<T>, E>
+    pub fn run<T, E, F>(&self, work: F) -> impl Future<Output = Result<Option<T>, E>>
     where
         F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        // Boxed at once, before the returned future exists: the work is held
+        // in one place for the whole call, so this future is the work's
+        // pointer plus the lock's own small state, however large the work.
+        self.run_unpin(Box::pin(work))
+    }
+
+    /// [`run`](Lock::run) for work that is already boxed (or otherwise
+    /// small and `Unpin`): it is held as it is, never boxed again.
+    pub(crate) async fn run_unpin<T, E, W>(&self, work: W) -> Result<Option<T>, E>
+    where
+        W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
         match self.acquire_outcome().await? {
@@ -300,9 +326,19 @@ impl Lock {
     /// assert!(matches!(second, Err(Error::Contended { .. })));
     /// # }
     /// ```
-    pub async fn run_or_contended<T, E, F>(&self, work: F) -> Result<T, E>
+    pub fn run_or_contended<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
+        E: From<Error>,
+    {
+        self.run_or_contended_unpin(Box::pin(work))
+    }
+
+    /// [`run_or_contended`](Lock::run_or_contended) for work that is already
+    /// boxed (or otherwise small and `Unpin`).
+    pub(crate) async fn run_or_contended_unpin<T, E, W>(&self, work: W) -> Result<T, E>
+    where
+        W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
         match self.acquire_outcome().await? {
@@ -316,52 +352,62 @@ impl Lock {
 
     /// Runs `work` under `guard`: watches (and renews) the lease, reacts to
     /// its loss, then gives it back. The work's result always wins.
-    async fn run_held<T, E, F>(&self, guard: LockGuard, work: F) -> Result<T, E>
+    async fn run_held<T, E, W>(&self, guard: LockGuard, work: W) -> Result<T, E>
     where
-        F: Future<Output = Result<T, E>>,
+        W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
+        let store = self.manager.store();
         let lease = Lease::new(
             Arc::clone(&self.key),
             Arc::clone(guard.token()),
             guard.fence(),
-            guard
-                .started()
-                .checked_add(self.ttl)
-                .unwrap_or_else(far_future),
+            local_deadline(guard.started(), store_ttl(self.ttl, &**store), &**store),
         );
-        let mut work = std::pin::pin!(lease.scope(work));
-        // Only renewal and cancellation need a watcher running beside the
-        // work; otherwise the lease's own deadline is all there is to know,
-        // and `Lease::lost` waits for it by itself.
-        let watched = self.options.renew || self.options.on_lost == OnLost::Cancel;
-        let finished = if watched {
-            tokio::select! {
-                biased;
-                outcome = &mut work => Some(outcome),
-                () = self.watch(&guard, &lease) => None,
+        let outcome = {
+            let mut work = std::pin::pin!(lease.scope(work));
+            // Only renewal and cancellation need a watcher running beside the
+            // work; otherwise the lease's own deadline is all there is to
+            // know, and `Lease::lost` waits for it by itself.
+            let watched = self.options.renew || self.options.on_lost == OnLost::Cancel;
+            let finished = if watched {
+                tokio::select! {
+                    biased;
+                    outcome = &mut work => Some(outcome),
+                    () = self.watch(&guard, &lease) => None,
+                }
+            } else {
+                let outcome = (&mut work).await;
+                if lease.is_lost() {
+                    log_lost_and_continued(&self.key, &guard);
+                }
+                Some(outcome)
+            };
+            match finished {
+                Some(outcome) => Some(outcome),
+                // Leaving this block drops the work, before anything else
+                // is awaited: it cannot run on while the lease is given back.
+                None if self.options.on_lost == OnLost::Cancel => None,
+                None => {
+                    log_lost_and_continued(&self.key, &guard);
+                    Some(work.await)
+                }
             }
-        } else {
-            let outcome = (&mut work).await;
-            if lease.is_lost() {
-                log_lost_and_continued(&self.key, &guard);
-            }
-            Some(outcome)
         };
-        let outcome = match finished {
-            Some(outcome) => outcome,
-            None if self.options.on_lost == OnLost::Cancel => {
-                let held = guard.held_for();
-                tracing::error!(key = %self.key, held_ms = held.as_millis() as u64, "lock lease lost: cancelling the work");
-                return Err(E::from(Error::LeaseLost {
-                    key: self.key.to_string(),
-                    held,
-                }));
+        let Some(outcome) = outcome else {
+            let mut guard = guard;
+            let held = guard.held_for();
+            tracing::error!(key = %self.key, held_ms = held.as_millis() as u64, "lock lease lost: cancelled the work");
+            // The local deadline passes a clock margin before the store's, so
+            // the lease may still be ours: give it back now rather than make
+            // the next holder wait out the rest of it.
+            if let Err(error) = guard.give_back().await {
+                tracing::warn!(key = %self.key, %error, "could not give back a lost lease; it ends at its ttl");
             }
-            None => {
-                log_lost_and_continued(&self.key, &guard);
-                work.await
-            }
+            return Err(E::from(Error::LeaseLost {
+                key: self.key.to_string(),
+                held,
+            }));
         };
         if let Err(error) = guard.release().await {
             tracing::warn!(
@@ -375,7 +421,13 @@ impl Lock {
 
     /// Resolves when the lease is lost, after marking `lease` lost. Renews
     /// the lease meanwhile when asked to.
+    ///
+    /// The lease's local deadline is a hard limit: a renewal still in flight
+    /// when it passes (the store stalled, the network dropped our packets)
+    /// does not hold the work up, because by then the store may already have
+    /// handed the lease to someone else.
     async fn watch(&self, guard: &LockGuard, lease: &Lease) {
+        let store = self.manager.store();
         let started = guard.started();
         let hold_end = self
             .options
@@ -385,12 +437,14 @@ impl Lock {
         loop {
             let deadline = lease.deadline();
             if !renewing {
-                tokio::time::sleep_until(deadline.into()).await;
+                tokio::time::sleep_until(deadline).await;
                 lease.mark_lost();
                 return;
             }
-            let next = (Instant::now() + self.ttl / 3).min(deadline);
-            tokio::time::sleep_until(next.into()).await;
+            let next = Instant::now()
+                .checked_add(self.ttl / 3)
+                .map_or(deadline, |next| next.min(deadline));
+            tokio::time::sleep_until(next).await;
             let sent = Instant::now();
             if sent >= deadline {
                 lease.mark_lost();
@@ -406,8 +460,18 @@ impl Lock {
                 renewing = false;
                 continue;
             }
-            match guard.extend(extension).await {
-                Ok(true) => lease.set_deadline(sent + extension),
+            let extension = store_ttl(extension, &**store);
+            let extended = tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(key = %self.key, "a lock renewal was still in flight at the lease's deadline");
+                    lease.mark_lost();
+                    return;
+                }
+                extended = guard.extend(extension) => extended,
+            };
+            match extended {
+                Ok(true) => lease.set_deadline(local_deadline(sent, extension, &**store)),
                 Ok(false) => {
                     lease.mark_lost();
                     return;
@@ -507,6 +571,78 @@ impl Lock {
             });
         }
         Ok(())
+    }
+}
+
+/// `ttl` rounded up to a whole multiple of the store's resolution: what the
+/// store is asked to keep, never less than what the caller asked for.
+pub(crate) fn store_ttl(ttl: Duration, store: &dyn LockStore) -> Duration {
+    round_up(ttl, store.ttl_resolution())
+}
+
+fn round_up(ttl: Duration, resolution: Duration) -> Duration {
+    let step = resolution.as_nanos();
+    if step == 0 {
+        return ttl;
+    }
+    let over = ttl.as_nanos() % step;
+    if over == 0 {
+        return ttl;
+    }
+    // `step - over` is below the resolution, which fits in u64 nanoseconds
+    // for any resolution under 584 years.
+    match u64::try_from(step - over) {
+        Ok(short) => ttl.saturating_add(Duration::from_nanos(short)),
+        Err(_) => ttl,
+    }
+}
+
+/// The local deadline of a lease the store started at or after `sent` and
+/// keeps for `ttl`: `sent + ttl`, less the store's clock margin. An instant
+/// too far out to represent is a deadline that never comes.
+fn local_deadline(sent: Instant, ttl: Duration, store: &dyn LockStore) -> Instant {
+    let lasts = ttl.saturating_sub(store.clock_margin(ttl));
+    sent.checked_add(lasts).unwrap_or_else(far_future)
+}
+
+/// Gives back, when dropped armed, the lease an acquire in flight may have
+/// taken: between sending an acquire and reading its reply, only this future
+/// knows the token, so nobody else could ever release that lease before its
+/// TTL.
+struct InFlight<'a> {
+    store: &'a Arc<dyn LockStore>,
+    key: &'a Arc<str>,
+    token: &'a Arc<str>,
+    armed: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(store: &'a Arc<dyn LockStore>, key: &'a Arc<str>, token: &'a Arc<str>) -> Self {
+        InFlight {
+            store,
+            key,
+            token,
+            armed: true,
+        }
+    }
+
+    /// The store answered: what it holds now is accounted for by the caller.
+    fn landed(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            give_back(
+                self.store,
+                self.key,
+                self.token,
+                None,
+                GiveBack::AbandonedAcquire,
+            );
+        }
     }
 }
 

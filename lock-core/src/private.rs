@@ -6,6 +6,8 @@
 //! ordinary Rust, tested here, rather than quoted tokens.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::registry::{self, DeclaredLock, OnContended};
@@ -143,36 +145,68 @@ impl<E> From<Error> for Failure<E> {
 
 /// Runs the body of a locked function returning `Result<T, E>` under
 /// `lock`, with [`Lock::run`]: `Ok(None)` when somebody else held it.
-pub async fn run<T, E, F>(lock: Result<Lock>, work: F) -> std::result::Result<Option<T>, Failure<E>>
+///
+/// Like every runner here, a plain function that boxes the body at once: the
+/// body's future is held in exactly one place for the whole call, so a
+/// locked function's future is its own arguments plus a small constant,
+/// however large its body and however deeply locked calls nest.
+pub fn run<T, E, F>(
+    lock: Result<Lock>,
+    work: F,
+) -> impl Future<Output = std::result::Result<Option<T>, Failure<E>>>
 where
     F: Future<Output = std::result::Result<T, E>>,
 {
-    lock?
-        .run(async move { work.await.map_err(Failure::Work) })
-        .await
+    let work = WorkError(Box::pin(work));
+    async move { lock?.run_unpin(work).await }
 }
 
 /// Runs the body of a `contended = "error"` function under `lock`, with
 /// [`Lock::run_or_contended`]: contention is `Failure::Lock(Error::Contended)`.
-pub async fn run_or_contended<T, E, F>(
+pub fn run_or_contended<T, E, F>(
     lock: Result<Lock>,
     work: F,
-) -> std::result::Result<T, Failure<E>>
+) -> impl Future<Output = std::result::Result<T, Failure<E>>>
 where
     F: Future<Output = std::result::Result<T, E>>,
 {
-    lock?
-        .run_or_contended(async move { work.await.map_err(Failure::Work) })
-        .await
+    let work = WorkError(Box::pin(work));
+    async move { lock?.run_or_contended_unpin(work).await }
 }
 
 /// Runs the body of a locked function returning a plain `T` under `lock`,
 /// with [`Lock::run`]; lock errors come back as they are.
-pub async fn run_plain<T, F>(lock: Result<Lock>, work: F) -> Result<Option<T>>
+pub fn run_plain<T, F>(lock: Result<Lock>, work: F) -> impl Future<Output = Result<Option<T>>>
 where
     F: Future<Output = T>,
 {
-    lock?.run(async move { Ok::<T, Error>(work.await) }).await
+    let work = Infallible(Box::pin(work));
+    async move { lock?.run_unpin(work).await }
+}
+
+/// The boxed body of a `Result` function, its error marked as the body's own.
+struct WorkError<F>(Pin<Box<F>>);
+
+impl<T, E, F: Future<Output = std::result::Result<T, E>>> Future for WorkError<F> {
+    type Output = std::result::Result<T, Failure<E>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0
+            .as_mut()
+            .poll(cx)
+            .map(|out| out.map_err(Failure::Work))
+    }
+}
+
+/// The boxed body of a function returning a plain `T`, which cannot fail.
+struct Infallible<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Infallible<F> {
+    type Output = Result<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx).map(Ok)
+    }
 }
 
 /// Converts a lock error into the locked function's error type.

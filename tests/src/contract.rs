@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager};
 
+pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
 use crate::instrumented::Instrumented;
 
 /// A TTL no test outlives, so any lease that ends early ended because the
@@ -635,6 +636,7 @@ macro_rules! store_contract {
             a_cancelled_run_leaves_the_lock_free,
             bad_input_is_an_error_not_a_panic,
             concurrent_increments_under_the_lock_lose_nothing,
+            lock_futures_cut_off_at_random_points_leave_no_lease_behind,
         );
     };
     (@each $make:expr; $($behaviour:ident),* $(,)?) => {

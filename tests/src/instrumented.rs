@@ -6,8 +6,8 @@
 //! spawned-task release, as it does on a networked store, and it does not
 //! hand out fencing tokens.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::store::{AcquireRequest, Attempt, BoxFuture};
@@ -27,6 +27,8 @@ struct State {
     extends: AtomicUsize,
     holders: AtomicUsize,
     fail_releases: AtomicBool,
+    /// Every TTL that reached the store, from acquires and extends, in order.
+    ttls: Mutex<Vec<Duration>>,
 }
 
 impl Instrumented {
@@ -58,6 +60,23 @@ impl Instrumented {
         self.state.holders.load(Ordering::SeqCst)
     }
 
+    /// Every TTL that reached the store so far (acquires and extends), in order.
+    pub fn ttls(&self) -> Vec<Duration> {
+        self.state
+            .ttls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn record_ttl(&self, ttl: Duration) {
+        self.state
+            .ttls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(ttl);
+    }
+
     /// From now on, every release fails with a store error (and releases nothing).
     pub fn fail_releases(&self, fail: bool) {
         self.state.fail_releases.store(fail, Ordering::SeqCst);
@@ -67,6 +86,7 @@ impl Instrumented {
 impl LockStore for Instrumented {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         self.state.acquires.fetch_add(1, Ordering::SeqCst);
+        self.record_ttl(request.ttl);
         self.inner.acquire(request)
     }
 
@@ -87,6 +107,7 @@ impl LockStore for Instrumented {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         self.state.extends.fetch_add(1, Ordering::SeqCst);
+        self.record_ttl(ttl);
         self.inner.extend(key, token, ttl)
     }
 
@@ -105,5 +126,13 @@ impl LockStore for Instrumented {
 
     fn max_ttl(&self) -> Duration {
         self.inner.max_ttl()
+    }
+
+    fn ttl_resolution(&self) -> Duration {
+        self.inner.ttl_resolution()
+    }
+
+    fn clock_margin(&self, ttl: Duration) -> Duration {
+        self.inner.clock_margin(ttl)
     }
 }

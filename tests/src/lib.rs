@@ -1,6 +1,7 @@
 //! Shared pieces of the integration tests: the store contract suite, test
 //! stores and log capture.
 
+pub mod cancellation;
 pub mod contract;
 pub mod harness;
 pub mod instrumented;

@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use lock_core::{Error, LockManager, OnLost};
 
@@ -48,7 +50,8 @@ pub async fn a_renewing_lock_outlives_several_multiples_of_its_ttl(locks: LockMa
 /// Without renewal, locked work learns its lease is gone once the deadline
 /// passes: `current().lost()` resolves instead of the work carrying on blind.
 pub async fn the_lost_signal_fires_when_the_deadline_passes_unrenewed(locks: LockManager) {
-    let lock = locks.lock("deadline-passes", Duration::from_millis(200));
+    let ttl = Duration::from_millis(200);
+    let lock = locks.lock("deadline-passes", ttl);
     let started = Instant::now();
     let out = lock
         .run(async {
@@ -61,9 +64,12 @@ pub async fn the_lost_signal_fires_when_the_deadline_passes_unrenewed(locks: Loc
         .await
         .expect("run");
     assert_eq!(out, Some(true), "the lease reports itself lost");
+    // The local deadline comes the store's clock margin before the ttl, so
+    // the work hears of the loss before the store could hand the lease on.
+    let earliest = ttl - locks.store().clock_margin(ttl);
     assert!(
-        started.elapsed() >= Duration::from_millis(200),
-        "not before the ttl: {:?}",
+        started.elapsed() >= earliest,
+        "not before the ttl less the clock margin ({earliest:?}): {:?}",
         started.elapsed()
     );
 }
@@ -136,10 +142,11 @@ pub async fn by_default_a_lost_lease_lets_the_work_finish(locks: LockManager) {
 /// after it, the lease runs out and the next caller gets in.
 pub async fn max_hold_stops_renewal_so_a_stuck_body_lets_go(locks: LockManager) {
     let ttl = Duration::from_millis(300);
+    let max_hold = Duration::from_millis(600);
     let lock = locks
         .lock("stuck", ttl)
         .renew()
-        .max_hold(Duration::from_millis(600))
+        .max_hold(max_hold)
         .on_lost(OnLost::Cancel);
     let started = Instant::now();
     let out = tokio::time::timeout(
@@ -155,9 +162,12 @@ pub async fn max_hold_stops_renewal_so_a_stuck_body_lets_go(locks: LockManager) 
         matches!(out, Err(Error::LeaseLost { .. })),
         "lost at max_hold: {out:?}"
     );
+    // The last renewal's lease ends at max_hold, and the work stops its
+    // clock margin before that.
+    let earliest = max_hold - locks.store().clock_margin(ttl);
     assert!(
-        started.elapsed() >= Duration::from_millis(600),
-        "renewed up to max_hold first: {:?}",
+        started.elapsed() >= earliest,
+        "renewed up to max_hold (less the clock margin, {earliest:?}) first: {:?}",
         started.elapsed()
     );
     let next = locks.lock("stuck", LONG).acquire().await.expect("acquire");

@@ -2,8 +2,10 @@
 //!
 //! Leases live in a sharded hash table behind short, non-async mutexes; no
 //! operation awaits while holding one, so every operation is effectively
-//! immediate. Expiry runs on [`Instant`], the monotonic clock, so a wall-clock
-//! jump never frees or extends a lease.
+//! immediate. Expiry runs on tokio's [`Instant`]: the monotonic clock, so a
+//! wall-clock jump never frees or extends a lease, and under a paused test
+//! clock (`#[tokio::test(start_paused = true)]`) the paused clock, so leases
+//! expire in the same virtual time the test's sleeps and waits run in.
 //!
 //! # Memory stays bounded
 //!
@@ -24,11 +26,12 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Holder, Result, owner};
@@ -441,6 +444,12 @@ impl LockStore for MemoryStore {
 
     fn fencing(&self) -> bool {
         true
+    }
+
+    /// Zero: leases expire on this process's own (tokio) clock, the one the
+    /// runtime's deadlines are counted on, so there is no drift to allow for.
+    fn clock_margin(&self, _ttl: Duration) -> Duration {
+        Duration::ZERO
     }
 
     fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {

@@ -35,13 +35,29 @@
 //!   than any earlier acquisition of the same key got, across holders,
 //!   processes and clean releases. The counter lives apart from the lease, so
 //!   releasing or expiring the lease never resets it.
+//! - **TTLs are kept at least as long as asked.** The runtime rounds every
+//!   TTL *up* to the store's [`ttl_resolution`](LockStore::ttl_resolution)
+//!   before it reaches the store, so a store never sees a TTL finer than it
+//!   can keep; a store given one anyway (by a direct caller) rounds up too,
+//!   never down.
 //! - **Bad input is an error**, never a panic: a TTL above
 //!   [`max_ttl`](LockStore::max_ttl) is refused before it reaches the store.
+//! - **Cancellation.** Any store future may be dropped at any `.await`: by a
+//!   caller's timeout, a losing `select!` arm, a task aborted mid-way. A store
+//!   need not give back a lease an acquire took before it was dropped (or
+//!   before it failed): the runtime does, with a compare-and-delete on that
+//!   acquire's token ([`release`](LockStore::release)), spawned the moment the
+//!   acquire future goes away. What a store must do is keep that give-back
+//!   from overtaking the acquire: a release sent after an acquire on the same
+//!   key must be applied after it (one ordered connection per node does
+//!   this), or the acquire's lease is left to its TTL.
 //! - [`is_shared`](LockStore::is_shared) is true only when leases are visible
 //!   to other processes *and* acquire is atomic across them.
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
+#[cfg(feature = "redis")]
+mod backoff;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -55,7 +71,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::{Holder, Result};
 
@@ -79,10 +97,11 @@ pub struct AcquireRequest<'a> {
     /// Whether the caller will wait: when the key is held, return a [`Wakeup`]
     /// if the store can observe releases.
     pub wake: bool,
-    /// When the caller sent this attempt, on this process's monotonic clock.
-    /// A store that keeps time on that same clock (memory) may start the lease
-    /// here instead of reading the clock again: it is never later than its
-    /// own reading would be, so the lease never lasts longer than `ttl`.
+    /// When the caller sent this attempt, on tokio's clock (this process's
+    /// monotonic clock, or the paused test clock). A store that keeps time on
+    /// that same clock (memory) may start the lease here instead of reading
+    /// the clock again: it is never later than its own reading would be, so
+    /// the lease never lasts longer than `ttl`.
     pub sent: Instant,
     /// Whether the caller wants a fencing token: on success, return the next
     /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
@@ -206,6 +225,31 @@ pub trait LockStore: Send + Sync + 'static {
     /// [`Error::InvalidTtl`](crate::Error::InvalidTtl) before reaching the store.
     fn max_ttl(&self) -> Duration;
 
+    /// The finest TTL step the store keeps: 1 ms unless a store says
+    /// otherwise (a store keeping whole seconds says 1 s).
+    ///
+    /// The runtime rounds every TTL up to a whole multiple of it before the
+    /// store sees it, so every store keeps a lease at least as long as asked,
+    /// and stores agree on what a sub-millisecond TTL means.
+    fn ttl_resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    /// How much sooner than `sent + ttl` the runtime treats a lease as ended.
+    ///
+    /// A store that keeps TTLs on another machine's clock counts them at that
+    /// clock's rate, which may run a little faster than this process's; and
+    /// timers fire a little late. Renewal, [`OnLost::Cancel`](crate::OnLost)
+    /// and [`Lease::lost`](crate::Lease::lost) all work toward this earlier
+    /// local deadline, so locked work stops before the store could hand the
+    /// lease to someone else. The default is 1% of the TTL plus 2 ms, the
+    /// margin Redlock's analysis uses. A store that keeps TTLs on this
+    /// process's own clock (memory) returns zero: there is nothing to allow
+    /// for.
+    fn clock_margin(&self, ttl: Duration) -> Duration {
+        ttl / 100 + Duration::from_millis(2)
+    }
+
     /// True when the store hands out fencing tokens (see the contract above).
     ///
     /// The default is false; such a store never sees a fenced request.
@@ -272,6 +316,14 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn fencing(&self) -> bool {
         (**self).fencing()
+    }
+
+    fn ttl_resolution(&self) -> Duration {
+        (**self).ttl_resolution()
+    }
+
+    fn clock_margin(&self, ttl: Duration) -> Duration {
+        (**self).clock_margin(ttl)
     }
 
     fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {

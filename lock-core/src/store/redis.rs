@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 use tokio::task::JoinHandle;
 
+use super::backoff::Backoff;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
@@ -38,6 +39,10 @@ const PING_EVERY: Duration = Duration::from_secs(5);
 /// Bounds of the pause between attempts to re-establish the subscription.
 const RESUBSCRIBE_MIN: Duration = Duration::from_millis(50);
 const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
+
+/// A subscription that stayed up this long was healthy: after it ends, the
+/// first attempt to resubscribe comes after the shortest pause again.
+const SUBSCRIPTION_HEALTHY: Duration = Duration::from_secs(10);
 
 /// The default pub/sub channel releases are announced on.
 const DEFAULT_CHANNEL: &str = "lock-core:released";
@@ -565,7 +570,11 @@ impl RedisStore {
     ) -> Result<T> {
         let mut connection = self.shared.connection.clone();
         let timeout = self.shared.config.timeout;
-        let reply = match bounded(timeout, call.query_async(&mut connection)).await {
+        // One deadline for the whole call: a reload and retry after NOSCRIPT
+        // gets what is left of it, not a fresh timeout of its own.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let reply = match bounded_until(deadline, timeout, call.query_async(&mut connection)).await
+        {
             Err(Failure::Redis(error))
                 if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
             {
@@ -573,7 +582,7 @@ impl RedisStore {
                     script.prepare_invoke().load_async(&mut connection).await?;
                     call.query_async(&mut connection).await
                 };
-                bounded(timeout, reload).await
+                bounded_until(deadline, timeout, reload).await
             }
             reply => reply,
         };
@@ -645,8 +654,10 @@ fn fence_key(lease: &str) -> String {
     suffixed(lease, ":fence")
 }
 
+/// `duration` in whole milliseconds, rounded up (a lease is kept at least as
+/// long as asked, never less), and at least 1.
 fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis())
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000))
         .unwrap_or(u64::MAX)
         .max(1)
 }
@@ -725,7 +736,17 @@ async fn bounded<T, E: Into<Failure>>(
     timeout: Duration,
     work: impl Future<Output = std::result::Result<T, E>>,
 ) -> std::result::Result<T, Failure> {
-    match tokio::time::timeout(timeout, work).await {
+    bounded_until(tokio::time::Instant::now() + timeout, timeout, work).await
+}
+
+/// `work`, unless `deadline` passes first: the part of a call of at most
+/// `timeout` (named in the error) that is left.
+async fn bounded_until<T, E: Into<Failure>>(
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+    work: impl Future<Output = std::result::Result<T, E>>,
+) -> std::result::Result<T, Failure> {
+    match tokio::time::timeout_at(deadline, work).await {
         Ok(result) => result.map_err(Into::into),
         Err(_) => Err(Failure::TimedOut(timeout)),
     }
@@ -735,15 +756,13 @@ impl LockStore for RedisStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
             let lease = lease_key(request.key)?;
-            let reply = if request.wake || request.fenced {
+            // A failed or dropped acquire may still have set the lease on
+            // the server; the runtime gives it back (see the store contract).
+            if request.wake || request.fenced {
                 self.acquire_scripted(request, &lease).await
             } else {
                 self.acquire_plain(request, &lease).await
-            };
-            if reply.is_err() {
-                self.give_back_after_failed_acquire(request.key, request.token);
             }
-            reply
         })
     }
 
@@ -874,24 +893,6 @@ impl RedisStore {
                 wakeup: interest.map(Wakeup::new),
             }
         })
-    }
-
-    /// An acquire that failed (timed out, connection lost) may still have
-    /// set the lease on the server. The token is unique to that attempt, so a
-    /// compare-and-delete with it can only remove our own orphan: try once,
-    /// in the background.
-    fn give_back_after_failed_acquire(&self, key: &str, token: &str) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let store = self.clone();
-        let key = key.to_owned();
-        let token = token.to_owned();
-        runtime.spawn(async move {
-            if let Ok(true) = store.release(&key, &token).await {
-                tracing::debug!(key = %key, "gave back a lease taken by an acquire that failed");
-            }
-        });
     }
 }
 
@@ -1042,17 +1043,25 @@ impl Listener {
     }
 
     /// Serves the subscription until it fails, then re-subscribes (through the
-    /// next node, on a cluster) with a growing pause, for the store's life.
+    /// next node, on a cluster), for the store's life.
+    ///
+    /// Every attempt waits its turn in a growing [`Backoff`], whether the
+    /// last one failed or "succeeded" and was dropped at once: a server that
+    /// accepts subscriptions and closes them gets one attempt per pause, not
+    /// hundreds a second, and the waiters (woken after each resubscription,
+    /// in case a release went unheard) are woken at most once per pause.
     async fn run(self, mut index: usize, first: Subscription) {
         let mut subscription = Some(first);
-        let mut pause = RESUBSCRIBE_MIN;
+        let mut backoff = Backoff::new(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX, SUBSCRIPTION_HEALTHY);
         loop {
             if let Some((sink, stream)) = subscription.take() {
-                pause = RESUBSCRIBE_MIN;
+                let up = tokio::time::Instant::now();
                 self.serve(sink, stream).await;
+                backoff.ended_after(up.elapsed());
                 tracing::debug!(channel = %self.channel, "release subscription lost; resubscribing");
                 index += 1;
             }
+            tokio::time::sleep(backoff.next_pause()).await;
             match self.subscribe_any(index).await {
                 Ok((at, fresh)) => {
                     index = at;
@@ -1063,9 +1072,6 @@ impl Listener {
                 }
                 Err(error) => {
                     tracing::debug!(%error, "could not resubscribe to releases yet");
-                    let jitter = pause.mul_f64(rand::random::<f64>() / 2.0);
-                    tokio::time::sleep(pause + jitter).await;
-                    pause = (pause * 2).min(RESUBSCRIBE_MAX);
                 }
             }
         }

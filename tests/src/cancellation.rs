@@ -1,0 +1,184 @@
+//! Cancellation at every await: futures of the lock API cut off at random
+//! points must never leave a lease behind.
+//!
+//! A caller's `tokio::time::timeout`, a `select!` arm that loses, a request
+//! handler whose client hung up: each drops a lock future wherever it happens
+//! to be. If that is after the acquire reached the store but before its reply
+//! was read, the store holds a lease nobody owns, and with `ttl = "10m"` the
+//! job is blocked for ten minutes. These behaviours cut thousands of futures
+//! off after a random number of scheduler turns and then check that every
+//! name they touched is free again, long before any TTL.
+
+use std::future::Future;
+use std::time::Duration;
+
+use lock_core::{Error, LockManager};
+
+/// Far longer than the test: a lease still there at the end was leaked, not
+/// left to expire.
+const LONG: Duration = Duration::from_secs(600);
+
+/// Hang guard for the spawned give-backs to land.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// Polls `future` until it finishes or `yields` scheduler turns have passed,
+/// whichever is first; `None` when it was cut off (and dropped).
+pub async fn cut_short<F: Future>(yields: u32, future: F) -> Option<F::Output> {
+    let cut = async {
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::select! {
+        biased;
+        out = future => Some(out),
+        () = cut => None,
+    }
+}
+
+/// A random number of scheduler turns, spread over every scale from none to
+/// about a thousand (a round trip to a local server takes tens to hundreds
+/// of turns), so cut points land before, during and after each request.
+pub fn random_turns() -> u32 {
+    let scale: u32 = rand::random_range(0..11);
+    rand::random_range(0..1u32 << scale)
+}
+
+/// How many futures of each kind were cut off and how many finished.
+#[derive(Debug, Default)]
+pub struct Cuts {
+    /// Futures dropped before they finished.
+    pub cut: usize,
+    /// Futures that finished first.
+    pub finished: usize,
+}
+
+/// Cuts `rounds` plain acquires, `rounds` runs and `rounds / 4` waiting
+/// acquires off at random points, over the names `cut:0..names` (many
+/// futures per name, so an orphan on one name also blocks later rounds),
+/// and returns the names and the counts. Panics on any lock error.
+pub async fn cut_lock_futures_at_random_points(
+    locks: &LockManager,
+    rounds: usize,
+    names: usize,
+) -> (Vec<String>, Cuts) {
+    let mut cuts = Cuts::default();
+    let names: Vec<String> = (0..names).map(|i| format!("cut:{i}")).collect();
+    let mut tally = |finished: bool| {
+        if finished {
+            cuts.finished += 1;
+        } else {
+            cuts.cut += 1;
+        }
+    };
+    for round in 0..rounds {
+        let name = &names[round % names.len()];
+        // An acquire that does not wait.
+        let yields = random_turns();
+        match cut_short(yields, locks.lock(name, LONG).acquire()).await {
+            Some(Ok(Some(guard))) => {
+                guard.release().await.expect("release");
+                tally(true);
+            }
+            // Held by an orphan whose give-back has not landed yet.
+            Some(Ok(None)) => tally(true),
+            Some(Err(error)) => panic!("acquire failed: {error}"),
+            None => tally(false),
+        }
+        // A run, cut in its acquire, its work or its release.
+        let yields = random_turns();
+        let lock = locks.lock(name, LONG);
+        let run = lock.run(async {
+            tokio::task::yield_now().await;
+            Ok::<_, Error>(())
+        });
+        match cut_short(yields, run).await {
+            Some(Ok(_)) => tally(true),
+            Some(Err(error)) => panic!("run failed: {error}"),
+            None => tally(false),
+        }
+    }
+    // Waiting acquires: a holder lets go at a random moment while a waiter
+    // is cut off at another, so some waiters win the lease just before
+    // they are dropped.
+    for round in 0..rounds / 4 {
+        let name = format!("cut-wait:{round}");
+        let holder = locks
+            .lock(&name, LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("a fresh name is free");
+        let release_after = random_turns();
+        let releaser = tokio::spawn(async move {
+            for _ in 0..release_after {
+                tokio::task::yield_now().await;
+            }
+            holder.release().await
+        });
+        let lock = locks.lock(&name, LONG).wait_for(Duration::from_secs(30));
+        match cut_short(random_turns(), lock.acquire()).await {
+            Some(Ok(Some(guard))) => {
+                guard.release().await.expect("release");
+                tally(true);
+            }
+            Some(Ok(None)) => panic!("a 30 s wait cannot run out here"),
+            Some(Err(error)) => panic!("waiting acquire failed: {error}"),
+            None => tally(false),
+        }
+        releaser
+            .await
+            .expect("task ran")
+            .expect("the holder's release");
+    }
+    let mut all = names;
+    all.extend((0..rounds / 4).map(|round| format!("cut-wait:{round}")));
+    (all, cuts)
+}
+
+/// Waits until none of `names` is held (or the settle guard passes) and
+/// returns the names still held.
+pub async fn still_held(locks: &LockManager, names: &[String]) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let mut held = Vec::new();
+        for name in names {
+            if locks.lock(name, LONG).is_held().await.expect("is_held") {
+                held.push(name.clone());
+            }
+        }
+        if held.is_empty() || tokio::time::Instant::now() >= deadline {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Thousands of acquires, runs and waiting acquires cut off at random points
+/// leave no lease behind: every name is free again (once the background
+/// give-backs land, far inside the ten-minute TTL) and can be taken at once.
+pub async fn lock_futures_cut_off_at_random_points_leave_no_lease_behind(locks: LockManager) {
+    let (names, cuts) = cut_lock_futures_at_random_points(&locks, 1200, 6).await;
+    assert!(
+        cuts.cut > 100 && cuts.finished > 100,
+        "the random cut points must both cut futures off and let others finish: {cuts:?}"
+    );
+    let held = still_held(&locks, &names).await;
+    assert!(
+        held.is_empty(),
+        "{} of {} names still held by leases nobody owns ({cuts:?}): {held:?}",
+        held.len(),
+        names.len()
+    );
+    for name in &names[..6] {
+        assert!(
+            locks
+                .lock(name, LONG)
+                .acquire()
+                .await
+                .expect("acquire")
+                .is_some(),
+            "{name} can be taken at once"
+        );
+    }
+}
