@@ -7,3 +7,4 @@ pub mod harness;
 pub mod instrumented;
 pub mod lifecycle;
 pub mod logs;
+pub mod proxy;

@@ -5,9 +5,26 @@
 //! Each test reproduces a way the promise once broke; time bounds are hang
 //! guards unless the bound itself is the behaviour under test.
 
-use lock_core::{LockManager, RedisStore};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{Error, LockManager, OnLost, RedisConfig, RedisStore};
 use lock_tests::cancellation::{cut_lock_futures_at_random_points, still_held};
-use lock_tests::harness;
+use lock_tests::harness::{self, RedisServer};
+use lock_tests::instrumented::Instrumented;
+use lock_tests::logs::Captured;
+use lock_tests::proxy::Proxy;
+use tokio::time::Instant;
+
+/// A TTL no test outlives.
+const LONG: Duration = Duration::from_secs(60);
+
+/// Generous bound on what should happen promptly: a hang guard.
+const HANG_GUARD: Duration = Duration::from_secs(20);
+
+/// How late a timer may fire on a busy two-core machine and still count as
+/// "at" its deadline.
+const SCHEDULING_MARGIN: Duration = Duration::from_millis(50);
 
 fn unique(what: &str) -> String {
     let id: u64 = rand::random();
@@ -64,4 +81,308 @@ async fn lock_futures_cut_off_mid_request_leave_no_lease_key_in_redis() {
     );
     let keys = lease_keys_under(&url, &prefix).await;
     assert!(keys.is_empty(), "lease keys left in Redis: {keys:?}");
+}
+
+/// `host:port` of a `redis://host:port[/db]` URL, for the proxy's upstream.
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
+/// Records when it is dropped: the moment a cancelled body stopped.
+struct StopClock(Arc<Mutex<Option<Instant>>>);
+
+impl Drop for StopClock {
+    fn drop(&mut self) {
+        *self.0.lock().expect("unpoisoned") = Some(Instant::now());
+    }
+}
+
+/// Holder A's connection stalls half a second in (a proxy stops forwarding
+/// its traffic), with `ttl` 1 s, `renew` and `on_lost = cancel`; B waits on
+/// a healthy connection. A's renewal is stuck in flight, so nothing but the
+/// lease's local deadline can stop A's work, and it must: by that deadline
+/// (plus a scheduling margin), and before B gets the lock. Before the fix
+/// A's work ran on until the stalled renewal timed out, two seconds after B
+/// had the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_whose_renewal_stalls_stops_its_work_by_the_lease_deadline_before_the_next_holder_gets_in()
+ {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
+    let prefix = unique("stall");
+    let config = RedisConfig::new().timeout(Duration::from_secs(3));
+    let stalled = LockManager::new(
+        RedisStore::connect_with(&proxy.url("redis"), config)
+            .await
+            .expect("connect through the proxy"),
+    )
+    .with_prefix(prefix.clone());
+    let healthy =
+        LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(prefix);
+    let ttl = Duration::from_secs(1);
+    let stopped = Arc::new(Mutex::new(None));
+    let deadline = Arc::new(Mutex::new(None));
+    let holder = {
+        let lock = stalled.lock("job", ttl).renew().on_lost(OnLost::Cancel);
+        let stopped = Arc::clone(&stopped);
+        let deadline = Arc::clone(&deadline);
+        tokio::spawn(async move {
+            lock.run(async move {
+                let _clock = StopClock(stopped);
+                let lease = lock_core::current().expect("inside locked work");
+                loop {
+                    *deadline.lock().expect("unpoisoned") = Some(lease.deadline());
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                #[allow(unreachable_code)]
+                Ok::<_, Error>(())
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiter = {
+        let lock = healthy.lock("job", ttl).wait_for(HANG_GUARD);
+        tokio::spawn(async move {
+            let guard = lock.acquire().await;
+            (Instant::now(), guard)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy.stall();
+    let (acquired_at, guard) = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("B gets the lock once A's lease runs out")
+        .expect("task ran");
+    assert!(
+        guard.expect("acquire").is_some(),
+        "B holds the lock within its wait"
+    );
+    let out = tokio::time::timeout(HANG_GUARD, holder)
+        .await
+        .expect("A's run returns")
+        .expect("task ran");
+    assert!(
+        matches!(out, Err(Error::LeaseLost { .. })),
+        "A is told its lease was lost: {out:?}"
+    );
+    proxy.resume();
+    let stopped = stopped
+        .lock()
+        .expect("unpoisoned")
+        .expect("A's work was dropped");
+    let deadline = deadline
+        .lock()
+        .expect("unpoisoned")
+        .expect("A saw its lease");
+    assert!(
+        stopped <= deadline + SCHEDULING_MARGIN,
+        "A's work stopped {:?} after its lease's local deadline",
+        stopped - deadline
+    );
+    assert!(
+        stopped < acquired_at,
+        "A's work stopped before B had the lock (B got it {:?} after A stopped... or before: {:?})",
+        acquired_at.checked_duration_since(stopped),
+        stopped.checked_duration_since(acquired_at)
+    );
+}
+
+/// The same stall, with `on_lost = continue`: the work is not dropped, but
+/// `Lease::lost()` and `is_lost()` must say the lease is gone by its local
+/// deadline, not when the stuck renewal finally gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lost_signal_fires_by_the_lease_deadline_while_a_renewal_is_stalled() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
+    let config = RedisConfig::new().timeout(Duration::from_secs(3));
+    let locks = LockManager::new(
+        RedisStore::connect_with(&proxy.url("redis"), config)
+            .await
+            .expect("connect through the proxy"),
+    )
+    .with_prefix(unique("stall-signal"));
+    let out = tokio::time::timeout(
+        HANG_GUARD,
+        locks
+            .lock("job", Duration::from_secs(1))
+            .renew()
+            .run(async {
+                let lease = lock_core::current().expect("inside locked work");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                proxy.stall();
+                lease.lost().await;
+                let heard = Instant::now();
+                Ok::<_, Error>((heard, lease.deadline(), lease.is_lost()))
+            }),
+    )
+    .await
+    .expect("the run ends");
+    proxy.resume();
+    let (heard, deadline, is_lost) = out.expect("run").expect("free");
+    assert!(is_lost, "is_lost agrees with lost()");
+    assert!(
+        heard <= deadline + SCHEDULING_MARGIN,
+        "lost() resolved {:?} after the deadline",
+        heard - deadline
+    );
+}
+
+/// A server (here a proxy in front of one) that accepts SUBSCRIBE and drops
+/// the connection at once must not be hammered: the subscription backs off
+/// across reconnects, not only after failed ones, and the waiters it wakes
+/// after each reconnect retry at most once per pause. Before the fix: about
+/// 640 reconnects a second, each waking every waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_drops_every_subscription_gets_backed_off_reconnects_not_a_tight_loop() {
+    const WAITERS: usize = 20;
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
+    let prefix = unique("resubscribe");
+    let store = Instrumented::new(Arc::new(
+        RedisStore::connect(&proxy.url("redis"))
+            .await
+            .expect("connect through the proxy"),
+    ));
+    let waiting = LockManager::new(store.clone()).with_prefix(prefix.clone());
+    let holder = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
+        .with_prefix(prefix)
+        .lock("held", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let lock = waiting.lock("held", LONG).wait_for(LONG);
+            tokio::spawn(async move { lock.acquire().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let connections = proxy.connections();
+    let attempts = store.acquires();
+    proxy.drop_subscribers(true);
+    proxy.cut_all();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reconnects = proxy.connections() - connections;
+    let retries = store.acquires() - attempts;
+    proxy.drop_subscribers(false);
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    holder.release().await.expect("release");
+    // 50 ms doubling to 1 s, plus jitter: about six attempts in 3 s (and one
+    // reconnect of the command connection, cut too).
+    assert!(
+        reconnects <= 15,
+        "{reconnects} connections in 3 s: the subscription must back off"
+    );
+    assert!(
+        retries <= WAITERS * (reconnects + 2),
+        "{retries} acquire attempts by {WAITERS} waiters over {reconnects} reconnects"
+    );
+}
+
+/// One deadline bounds a whole call: a script the server has forgotten is
+/// reloaded and retried within what is left of `RedisConfig::timeout`, not
+/// under a fresh timeout of its own. Here each reply takes 400 ms, so
+/// NOSCRIPT, the reload and the retry need 1.2 s against a 1 s bound: the
+/// call must fail at the bound. Before the fix it succeeded after 1.2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_reloads_its_script_is_still_bounded_by_one_timeout() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let proxy = Proxy::start(&format!("127.0.0.1:{}", server.port()))
+        .await
+        .expect("proxy");
+    let timeout = Duration::from_secs(1);
+    let locks = LockManager::new(
+        RedisStore::connect_with(&proxy.url("redis"), RedisConfig::new().timeout(timeout))
+            .await
+            .expect("connect through the proxy"),
+    );
+    let guard = locks
+        .lock("slow", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    harness::command(server.port(), &["SCRIPT", "FLUSH"]).expect("SCRIPT FLUSH");
+    proxy.set_delay(Duration::from_millis(400));
+    let started = Instant::now();
+    let released = guard.release().await;
+    let took = started.elapsed();
+    let error = released.expect_err("three 400 ms round trips do not fit in 1 s");
+    assert!(
+        error.to_string().contains("within 1s"),
+        "the error names the bound: {error}"
+    );
+    assert!(
+        took < Duration::from_millis(1200),
+        "the call ended at its bound, not after the retry: {took:?}"
+    );
+}
+
+/// A Redis guard dropped while its runtime shuts down cannot be released (the
+/// release task never runs): the operator is told at WARN that the lease
+/// ends at its ttl, and it does stay until then.
+#[test]
+fn a_redis_guard_dropped_while_its_runtime_shuts_down_says_its_lease_ends_at_its_ttl() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let (captured, _logging) = Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let prefix = unique("shutdown");
+    let key = runtime.block_on(async {
+        let locks = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
+            .with_prefix(prefix.clone());
+        let guard = locks
+            .lock("job", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let key = guard.key().to_owned();
+        tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        tokio::task::yield_now().await;
+        key
+    });
+    drop(runtime);
+    assert!(
+        captured
+            .matching("WARN", &key)
+            .iter()
+            .any(|line| line.contains("ttl")),
+        "a WARN names the lock and says it ends at its ttl: {:?}",
+        captured.lines()
+    );
+    let check = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let held = check.block_on(async {
+        let locks =
+            LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(prefix);
+        let lock = locks.lock("job", LONG);
+        let held = lock.is_held().await.expect("is_held");
+        lock.force_release().await.expect("clean up");
+        held
+    });
+    assert!(held, "the lease was indeed left to its ttl");
 }
