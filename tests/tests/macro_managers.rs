@@ -6,6 +6,11 @@ use lock_core::{Error, LockManager, locked, registry};
 
 const TTL: Duration = Duration::from_secs(60);
 
+/// Held by each test that looks at the billing manager's "invoices" lock:
+/// tests run in parallel, and one holding it would fail another's check
+/// that it was never touched.
+static BILLING_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Installed once for this test binary; every test that uses it goes
 /// through this function.
 fn billing() -> LockManager {
@@ -34,6 +39,7 @@ async fn uses_a_missing_manager() -> u8 {
 // different subsystems can live in different stores.
 #[tokio::test]
 async fn a_named_manager_key_takes_the_lock_in_that_manager() {
+    let _serial = BILLING_TESTS.lock().await;
     let billing = billing();
     let held = billing
         .lock("invoices", TTL)
@@ -75,6 +81,7 @@ async fn a_named_manager_that_is_not_installed_fails_the_call() {
 // the default and the named managers, or tests would share global state.
 #[tokio::test]
 async fn with_manager_overrides_default_and_named_managers_for_the_task() {
+    let _serial = BILLING_TESTS.lock().await;
     let billing = billing();
     let own = LockManager::memory();
     registry::with_manager(own.clone(), async {
