@@ -56,9 +56,9 @@
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
-#[cfg(feature = "redis")]
-mod backoff;
 mod memory;
+#[cfg(feature = "redis")]
+mod net;
 #[cfg(feature = "redis")]
 mod redis;
 

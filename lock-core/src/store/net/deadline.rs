@@ -1,0 +1,102 @@
+//! The time bound on every call a networked store makes.
+//!
+//! A store that waits on a socket with no bound hangs its caller for as long
+//! as the server (or the network) stays silent. Every call here has one
+//! deadline, set when the call starts: the whole call, retries included
+//! (a reloaded script, a redirected request), must fit in it.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Why a bounded call failed: the store's own error, or no answer in time.
+#[derive(Debug)]
+pub(crate) enum CallError<E> {
+    /// The store answered with an error.
+    Store(E),
+    /// No answer within the call's bound: the bound, and the setting that
+    /// sets it (for the message).
+    TimedOut(Duration, &'static str),
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Store(e) => write!(f, "{e}"),
+            CallError::TimedOut(after, setting) => write!(
+                f,
+                "no answer within {after:?} (raise {setting} if the server is just slow)"
+            ),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Store(e) => Some(e),
+            CallError::TimedOut(..) => None,
+        }
+    }
+}
+
+/// One call's deadline: `timeout` from when it was started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline {
+    at: Instant,
+    timeout: Duration,
+    setting: &'static str,
+}
+
+impl Deadline {
+    /// A deadline `timeout` from now; `setting` names the configuration
+    /// that sets `timeout`, for the error message.
+    pub(crate) fn after(timeout: Duration, setting: &'static str) -> Self {
+        Deadline {
+            at: Instant::now() + timeout,
+            timeout,
+            setting,
+        }
+    }
+
+    /// Runs `work` unless the deadline passes first.
+    pub(crate) async fn bound<T, E>(
+        self,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, CallError<E>> {
+        match tokio::time::timeout_at(self.at, work).await {
+            Ok(result) => result.map_err(CallError::Store),
+            Err(_) => Err(CallError::TimedOut(self.timeout, self.setting)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A retry must get what is left of the call's time, not a fresh bound:
+    // two steps of 600 ms under one 1 s deadline time out, in virtual time.
+    #[tokio::test(start_paused = true)]
+    async fn every_step_of_a_call_shares_its_one_deadline() {
+        let step = || async {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            Ok::<_, std::io::Error>(())
+        };
+        let deadline = Deadline::after(Duration::from_secs(1), "the timeout");
+        let started = Instant::now();
+        deadline.bound(step()).await.expect("the first step fits");
+        let second = deadline.bound(step()).await;
+        assert!(
+            matches!(second, Err(CallError::TimedOut(..))),
+            "the second does not: {second:?}"
+        );
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "the call ended at its deadline"
+        );
+    }
+}

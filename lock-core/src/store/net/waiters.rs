@@ -1,0 +1,142 @@
+//! The process-local side of release notifications, for stores that can
+//! observe releases from elsewhere (Redis pub/sub today; PostgreSQL
+//! LISTEN/NOTIFY and etcd watches next).
+//!
+//! A waiter registers its interest in a key *before* its acquire attempt is
+//! sent, so a release that races with the attempt still wakes it; the store's
+//! one listener calls [`Waiters::released`] for each release it hears, and
+//! [`Waiters::wake_all`] after it reconnects, when a release may have gone
+//! unheard. Entries live exactly as long as somebody waits for their key.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+
+use tokio::sync::Notify;
+use tokio::sync::futures::OwnedNotified;
+
+/// Which keys this process's waiters are waiting for, by whatever key the
+/// store's release messages carry (Redis: the lease key `{lock:name}`).
+///
+/// Each entry's `Notify` is shared by the waiters of that key; the map holds
+/// one reference and each waiter's [`Interest`] another, so an entry with a
+/// single reference has no waiter left and is removed.
+#[derive(Default)]
+pub(crate) struct Waiters {
+    keys: Mutex<HashMap<Box<str>, Arc<Notify>>>,
+}
+
+impl Waiters {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Arc<Notify>>> {
+        // Nothing in this module panics while holding the lock, and the map
+        // stays consistent at every step; a poisoned lock is still usable.
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Registers a waiter for the next release of `key`, enabled at once so a
+    /// notification sent from now on is not lost.
+    pub(crate) fn register(self: &Arc<Self>, key: &str) -> Interest {
+        let notify = {
+            let mut keys = self.lock();
+            match keys.get(key) {
+                Some(notify) => Arc::clone(notify),
+                None => {
+                    let notify = Arc::new(Notify::new());
+                    keys.insert(key.into(), Arc::clone(&notify));
+                    notify
+                }
+            }
+        };
+        let mut notified = Box::pin(notify.notified_owned());
+        notified.as_mut().enable();
+        Interest {
+            waiters: Arc::clone(self),
+            key: key.into(),
+            notified,
+        }
+    }
+
+    /// A release of `key` was announced: wake one local waiter. It retries;
+    /// if it fails again it waits again, and the others keep waiting for the
+    /// next release.
+    pub(crate) fn released(&self, key: &str) {
+        if let Some(notify) = self.lock().get(key) {
+            notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiter: used after the subscription (re)connects, when a
+    /// release may have gone unheard.
+    pub(crate) fn wake_all(&self) {
+        for notify in self.lock().values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// One waiter's registration; the future inside the
+/// [`Wakeup`](crate::store::Wakeup) it becomes.
+pub(crate) struct Interest {
+    waiters: Arc<Waiters>,
+    key: Box<str>,
+    notified: Pin<Box<OwnedNotified>>,
+}
+
+impl Future for Interest {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.notified.as_mut().poll(cx)
+    }
+}
+
+impl Drop for Interest {
+    fn drop(&mut self) {
+        let mut keys = self.waiters.lock();
+        // Two references left: the map's and our `notified`'s. Every clone is
+        // made under this lock, so the count cannot grow while we check.
+        if keys
+            .get(&*self.key)
+            .is_some_and(|notify| Arc::strong_count(notify) <= 2)
+        {
+            keys.remove(&*self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_waiter_that_leaves_takes_its_key_out_of_the_map() {
+        // Without this, every key ever waited on would stay in memory.
+        let waiters = Arc::new(Waiters::default());
+        let first = waiters.register("k");
+        let second = waiters.register("k");
+        assert_eq!(waiters.len(), 1, "one entry per key");
+        drop(first);
+        assert_eq!(waiters.len(), 1, "the second waiter keeps the entry");
+        drop(second);
+        assert_eq!(waiters.len(), 0, "the last waiter removes it");
+    }
+
+    #[tokio::test]
+    async fn a_release_announced_before_the_waiter_sleeps_still_wakes_it() {
+        // Interest is registered before the acquire script runs; a release
+        // heard between the script's answer and the sleep must not be lost.
+        let waiters = Arc::new(Waiters::default());
+        let interest = waiters.register("k");
+        waiters.released("k");
+        tokio::time::timeout(Duration::from_secs(10), interest)
+            .await
+            .expect("an early notification must still wake the waiter");
+    }
+}

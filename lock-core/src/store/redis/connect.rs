@@ -1,0 +1,235 @@
+//! Opening a store's connections: URLs, the command connection (one server
+//! or a cluster), the scripts loaded up front, and the release subscription
+//! started before the store is handed out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClient;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+
+use super::Shared;
+use super::config::RedisConfig;
+use super::scripts::Scripts;
+use super::wakeups::Listener;
+use crate::store::net::deadline::{CallError, Deadline};
+use crate::store::net::waiters::Waiters;
+use crate::{Error, Result};
+
+/// The command connection: one reconnecting multiplexed connection to a
+/// single server, or the cluster client's connection (which follows
+/// `MOVED`/`ASK` and refreshes its slot map). Commands on one connection
+/// reach the server in the order they were sent, which is what keeps a
+/// give-back from overtaking the acquire it undoes.
+#[derive(Clone)]
+pub(super) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(connection) => connection.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+/// The store's deadline for one call.
+pub(super) fn deadline(config: &RedisConfig) -> Deadline {
+    Deadline::after(config.timeout, "RedisConfig::timeout")
+}
+
+/// A client for `url`, or an error that says what a valid URL looks like
+/// (and never shows the URL's password).
+pub(super) fn open_client(url: &str) -> Result<Client> {
+    Client::open(url).map_err(|e| {
+        let shown = redacted(url);
+        if e.to_string().contains("TLS") || url.starts_with("rediss") {
+            Error::store(
+                "connect",
+                shown,
+                format!(
+                    "{e}; `rediss://` URLs need lock-core's `redis-tls` feature, and the URL must be valid"
+                ),
+            )
+        } else {
+            Error::store(
+                "connect",
+                shown,
+                format!("{e}; use a URL like redis://[user:password@]host:6379[/db]"),
+            )
+        }
+    })
+}
+
+/// A cluster client over the seed `urls`, and plain clients for the same
+/// nodes to subscribe through.
+pub(super) fn cluster_clients(
+    urls: &[&str],
+    config: &RedisConfig,
+) -> Result<(ClusterClient, Vec<Client>)> {
+    if urls.is_empty() {
+        return Err(Error::store(
+            "connect",
+            "(no cluster nodes)",
+            "no cluster node URLs were given; pass at least one, for example \"redis://10.0.0.1:6379\"",
+        ));
+    }
+    let subscribers = urls
+        .iter()
+        .map(|url| open_client(url))
+        .collect::<Result<Vec<_>>>()?;
+    let client = ClusterClient::builder(urls.iter().copied())
+        .connection_timeout(config.timeout)
+        .response_timeout(config.timeout)
+        .build()
+        .map_err(|e| Error::store("connect", "(cluster nodes)", e))?;
+    Ok((client, subscribers))
+}
+
+/// Everything a store over one server needs, connected.
+pub(super) async fn single(client: Client, config: RedisConfig) -> Result<Shared> {
+    let node = client.get_connection_info().addr().to_string();
+    // No response timeout of the connection's own: every call is already
+    // bounded by the store's deadline, and a second timer per call costs
+    // measurable client CPU under load.
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.timeout))
+        .set_response_timeout(None)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_secs(1))
+        .set_number_of_retries(4);
+    let connecting = ConnectionManager::new_with_config(client.clone(), manager_config);
+    let manager = deadline(&config)
+        .bound(connecting)
+        .await
+        .map_err(|e| connect_error(&node, e))?;
+    start(
+        Connection::Single(manager),
+        vec![client],
+        vec![node],
+        config,
+    )
+    .await
+}
+
+/// Everything a store over a cluster needs, connected.
+pub(super) async fn cluster(
+    client: ClusterClient,
+    subscribers: Vec<Client>,
+    config: RedisConfig,
+) -> Result<Shared> {
+    if subscribers.is_empty() {
+        return Err(Error::store(
+            "connect",
+            "(cluster)",
+            "no subscriber clients were given; pass a `redis::Client` for at least one cluster node",
+        ));
+    }
+    let nodes: Vec<String> = subscribers
+        .iter()
+        .map(|c| c.get_connection_info().addr().to_string())
+        .collect();
+    let connection = deadline(&config)
+        .bound(client.get_async_connection())
+        .await
+        .map_err(|e| connect_error(&nodes.join(","), e))?;
+    start(Connection::Cluster(connection), subscribers, nodes, config).await
+}
+
+/// Loads the scripts, subscribes, and starts the listener.
+async fn start(
+    connection: Connection,
+    subscribers: Vec<Client>,
+    nodes: Vec<String>,
+    config: RedisConfig,
+) -> Result<Shared> {
+    let scripts = Scripts::new();
+    let joined = nodes.join(",");
+    // Loaded up front so the first acquire costs one round trip; on a
+    // cluster, SCRIPT LOAD reaches every primary.
+    for script in scripts.all() {
+        let mut connection = connection.clone();
+        deadline(&config)
+            .bound(script.prepare_invoke().load_async(&mut connection))
+            .await
+            .map_err(|e| connect_error(&joined, e))?;
+    }
+    let waiters = Arc::new(Waiters::default());
+    let listener = Listener {
+        subscribers,
+        channel: config.channel.clone(),
+        timeout: config.timeout,
+        waiters: Arc::clone(&waiters),
+    };
+    // Subscribe before returning, so the very first waiter can be woken.
+    let (index, subscription) = listener.subscribe_any(0).await.map_err(|e| {
+        Error::store(
+            "subscribe",
+            joined.clone(),
+            format!("could not subscribe to release notifications: {e}"),
+        )
+    })?;
+    let listener = tokio::spawn(listener.run(index, subscription));
+    Ok(Shared {
+        connection,
+        scripts,
+        waiters,
+        config,
+        nodes,
+        listener,
+    })
+}
+
+/// `url` with any `user:password@` part removed.
+pub(super) fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn connect_error(node: &str, error: CallError<RedisError>) -> Error {
+    Error::store("connect", node, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_shown_in_an_error_never_carries_its_password() {
+        let shown = redacted("redis://admin:hunter2@cache.internal:6379/0");
+        assert!(!shown.contains("hunter2"), "password leaked: {shown}");
+        assert!(
+            shown.contains("cache.internal:6379"),
+            "host missing: {shown}"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+}

@@ -1,0 +1,197 @@
+//! Where a lease lives in Redis: key encoding, cluster hash tags and
+//! millisecond TTLs.
+//!
+//! The lease for the store key `lock:reports:acme` lives at the Redis key
+//! `{lock:reports:acme}`; its companions (the "somebody waits" marker and a
+//! fenced lock's counter) add a suffix after the braces. The braces make the
+//! whole escaped key the cluster hash tag, so a lease and its companions are
+//! always in one slot (no `CROSSSLOT` in a script touching several), while
+//! different names spread over all slots. `%` and `}` in the store key are
+//! written `%25` and `%7D`, so a name's braces can never end the tag early.
+
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// The Redis key of a lease: the escaped store key, wrapped in braces so it
+/// is the hash tag.
+pub(super) fn lease_key(key: &str) -> Result<String> {
+    if key.is_empty() {
+        return Err(Error::InvalidName {
+            name: String::new(),
+            reason: "a lock key must not be empty; give the lock a name",
+        });
+    }
+    let mut out = String::with_capacity(key.len() + 8);
+    out.push('{');
+    // Runs between the characters that need escaping are copied whole.
+    let mut rest = key;
+    while let Some(at) = rest.find(['%', '}']) {
+        out.push_str(&rest[..at]);
+        out.push_str(if rest.as_bytes()[at] == b'%' {
+            "%25"
+        } else {
+            "%7D"
+        });
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    out.push('}');
+    Ok(out)
+}
+
+/// The Redis key marking that somebody waits for the lease `lease`; same slot.
+pub(super) fn waiters_key(lease: &str) -> String {
+    suffixed(lease, ":waiters")
+}
+
+/// `lease` followed by `suffix`, without the formatting machinery (this runs
+/// on every release).
+fn suffixed(lease: &str, suffix: &str) -> String {
+    let mut key = String::with_capacity(lease.len() + suffix.len());
+    key.push_str(lease);
+    key.push_str(suffix);
+    key
+}
+
+/// The Redis key of the fencing counter of the lease `lease`; same slot. It
+/// has no expiry: a counter that vanished would start again at 1 and hand
+/// out tokens older than ones already seen.
+pub(super) fn fence_key(lease: &str) -> String {
+    suffixed(lease, ":fence")
+}
+
+/// `duration` in whole milliseconds, rounded up (a lease is kept at least as
+/// long as asked, never less), and at least 1.
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slot Redis Cluster computes for a key, following its hash tag rule.
+    fn slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+            let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+        });
+        crc16(tagged.unwrap_or(bytes)) % 16384
+    }
+
+    /// CRC16/XMODEM, the checksum Redis Cluster uses for slots.
+    fn crc16(bytes: &[u8]) -> u16 {
+        let mut crc: u16 = 0;
+        for &byte in bytes {
+            crc ^= u16::from(byte) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc
+    }
+
+    #[test]
+    fn the_slot_function_matches_the_redis_cluster_reference_values() {
+        // Values from the cluster specification; they prove the helper the
+        // next tests rely on computes slots the way Redis does.
+        assert_eq!(crc16(b"123456789"), 0x31C3, "CRC16 reference value");
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(
+            slot("foo{}{bar}"),
+            crc16(b"foo{}{bar}") % 16384,
+            "empty tag hashes the whole key"
+        );
+    }
+
+    #[test]
+    fn a_lease_and_its_waiters_marker_share_a_slot_whatever_braces_the_name_holds() {
+        // Both keys are touched by one script; in different slots a cluster
+        // refuses the script with CROSSSLOT.
+        for key in [
+            "lock:plain",
+            "lock:{tenant}:report",
+            "lock:}{",
+            "lock:}",
+            "lock:{",
+            "{}",
+            "}}}}",
+            "lock:%7D",
+            "lock:with space\nand newline ünïcödé",
+        ] {
+            let lease = lease_key(key).expect("non-empty key");
+            assert_eq!(
+                slot(&lease),
+                slot(&waiters_key(&lease)),
+                "lease {lease:?} and its marker must share a slot"
+            );
+            assert_eq!(
+                slot(&lease),
+                crc16(&lease.as_bytes()[1..lease.len() - 1]) % 16384,
+                "the tag of {lease:?} must be the whole escaped name"
+            );
+        }
+    }
+
+    #[test]
+    fn braces_and_percent_signs_are_escaped_and_nothing_else() {
+        // The escaping is what keeps a name's hash tag whole; a wrong escape
+        // would either split the tag (CROSSSLOT) or merge two names.
+        let cases = [
+            ("lock:a", "{lock:a}"),
+            ("lock:a}b%c", "{lock:a%7Db%25c}"),
+            ("}}%%", "{%7D%7D%25%25}"),
+            ("lock:{tenant}", "{lock:{tenant%7D}"),
+            ("lock:\u{e9}t\u{e9} }", "{lock:\u{e9}t\u{e9} %7D}"),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(
+                lease_key(key).expect("non-empty"),
+                expected,
+                "escaping {key:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn distinct_names_never_share_a_lease_key() {
+        // Escaping must be injective, or two locks would be one.
+        let names = ["a}", "a%7D", "a%257D", "a%", "a%25", "a"];
+        let keys: std::collections::HashSet<String> = names
+            .iter()
+            .map(|n| lease_key(n).expect("non-empty"))
+            .collect();
+        assert_eq!(
+            keys.len(),
+            names.len(),
+            "every name needs its own key: {keys:?}"
+        );
+    }
+
+    #[test]
+    fn different_names_spread_across_slots() {
+        // One hot slot would put every lock on one cluster node.
+        let slots: std::collections::HashSet<u16> = (0..200)
+            .map(|i| slot(&lease_key(&format!("lock:job-{i}")).expect("non-empty")))
+            .collect();
+        assert!(
+            slots.len() > 150,
+            "200 names landed in only {} slots",
+            slots.len()
+        );
+    }
+
+    #[test]
+    fn an_empty_key_is_an_error_not_a_whole_key_hash() {
+        // `{}` would make Redis hash the whole key, splitting lease and marker.
+        assert!(matches!(lease_key(""), Err(Error::InvalidName { .. })));
+    }
+}

@@ -1,0 +1,467 @@
+//! Leases in Redis or Redis Cluster: visible to every process that can reach
+//! the server.
+//!
+//! One job per file: [`config`] (the settings), [`connect`] (URLs,
+//! connections, start-up), [`keys`] (where a lease lives, and cluster
+//! slots), [`scripts`] (the Lua behind each operation, in `lua/`),
+//! [`wakeups`] (the one release subscription); this file is the store
+//! itself. The per-call deadline, the waiter registry and the reconnect
+//! backoff are shared with the other networked stores, in
+//! [`store::net`](crate::store).
+
+mod config;
+mod connect;
+mod keys;
+mod scripts;
+mod wakeups;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::redis::cluster::ClusterClient;
+use ::redis::{Client, Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
+use tokio::task::JoinHandle;
+
+pub use self::config::RedisConfig;
+use self::connect::Connection;
+use self::keys::{fence_key, lease_key, millis, waiters_key};
+use self::scripts::{Scripts, evalsha};
+use super::net::deadline::CallError;
+use super::net::waiters::Waiters;
+use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::{Error, Holder, Result};
+
+/// The longest TTL the Redis store accepts: 100 years, far inside what
+/// Redis's millisecond expiry arithmetic can represent.
+const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// How long past the holder's expiry the "somebody waits" marker lives, so it
+/// outlasts the waiters' naps (expiry plus at most a few tens of ms of jitter).
+const WAITERS_MARGIN_MS: u64 = 250;
+
+/// Leases kept in Redis or Redis Cluster, shared by every process that
+/// reaches the server.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::{LockManager, RedisStore};
+///
+/// let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
+/// let locks = LockManager::new(store);
+/// assert!(locks.is_shared());
+///
+/// let ran = locks
+///     .lock("nightly-export", Duration::from_secs(600))
+///     .run(async { Ok::<_, lock_core::Error>("exported") })
+///     .await?;
+/// println!("{ran:?}"); // Some("exported") here, None if another process held it
+/// # Ok(()) }
+/// ```
+///
+/// Cloning is cheap: clones share the connections and the one release
+/// subscription. A store runs on the tokio runtime it was created in (its
+/// background tasks live there); build it inside that runtime and use it
+/// there.
+///
+/// # One round trip per operation
+///
+/// Each operation is one round trip: a Lua script sent by its SHA1 hash
+/// (`EVALSHA`), or, for an acquire that neither waits nor is fenced, the
+/// native `SET NX PX` alone (a script call costs the server several times a
+/// native `SET`, and the server's CPU is what bounds throughput when many
+/// tasks share one Redis). A server that does not know a script (it
+/// restarted, or its script cache was flushed) answers `NOSCRIPT`; the script
+/// is then loaded and the call retried once, transparently. The scripts are
+/// loaded when the store connects, so in the steady state every operation
+/// costs exactly one round trip:
+///
+/// | operation | script |
+/// |---|---|
+/// | acquire, not waiting | the native `SET key token NX PX ttl`, no script |
+/// | acquire, waiting or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
+/// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` |
+/// | extend | `GET key == token` then `PEXPIRE key ttl` |
+///
+/// # Keys and cluster slots
+///
+/// A lease for the store key `lock:reports:acme` lives in the Redis key
+/// `{lock:reports:acme}`, and the marker "somebody waits for it" in
+/// `{lock:reports:acme}:waiters`; a fenced lock's counter lives in
+/// `{lock:reports:acme}:fence`, which never expires (one small key per fenced
+/// name). The braces make the whole store key the
+/// [hash tag], so both keys of one script are always in one cluster slot
+/// (no `CROSSSLOT`), while different lock names spread across slots. A `}`
+/// inside a name would end the tag early, so `%` and `}` in the store key are
+/// written as `%25` and `%7D`: the tag is always exactly the (escaped) name,
+/// whatever characters it contains.
+///
+/// [hash tag]: https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags
+///
+/// # Waking waiters without polling
+///
+/// Each store keeps ONE pub/sub subscription, to one channel
+/// ([`RedisConfig::channel`], by default `lock-core:released`), and it serves
+/// every waiter of the process:
+///
+/// ```text
+/// waiter                         store (this process)              Redis
+/// register interest in key  -->  key -> Notify map
+/// acquire script            -------------------------------->  held: PTTL, mark key as waited for
+///                                                         <--  { held, 1830 ms }
+/// sleep: release | ttl | deadline
+///                                                     holder:  release script: DEL, PUBLISH lease key
+///                                subscription receives key <--
+/// wake one local waiter     <--  Notify
+/// acquire script            -------------------------------->  SET NX PX ... ours
+/// ```
+///
+/// Interest is registered *before* the acquire script is sent, so a release
+/// that races with the attempt still wakes the waiter. A release only
+/// publishes when the key is marked as waited for, so uncontended locks cost
+/// no pub/sub traffic. On a cluster a plain `PUBLISH` reaches every node, so
+/// the subscription may sit on any one of them.
+///
+/// # Faults
+///
+/// Every call is bounded by [`RedisConfig::timeout`] (3 s by default): with
+/// Redis down, calls return [`Error::Store`](crate::Error::Store) within that time, never hang and
+/// never panic. The connections reconnect on their own in the background, so
+/// the same store works again once Redis is back. While the subscription is
+/// down, waiters still wake when the holder's TTL runs out or at their
+/// deadline; after it comes back, every local waiter retries once, in case a
+/// release was missed.
+///
+/// # What Redis adds to [the guarantee](crate#the-guarantee-stated-honestly)
+///
+/// Exclusion holds for every process that uses the same Redis (or cluster)
+/// and key prefix: acquire is one atomic `SET NX PX`, release and extend
+/// compare the owner token in one script, and TTLs run on the server's clock.
+/// It is exactly as durable as Redis: with asynchronous replication, a
+/// primary that fails over before replicating a fresh lease can let a second
+/// holder in; Redis persistence settings decide what a restart forgets.
+#[derive(Clone)]
+pub struct RedisStore {
+    shared: Arc<Shared>,
+}
+
+/// What the clones of one store share.
+struct Shared {
+    connection: Connection,
+    scripts: Scripts,
+    waiters: Arc<Waiters>,
+    config: RedisConfig,
+    /// `host:port` of each node given, for `Debug`. Never a password.
+    nodes: Vec<String>,
+    listener: JoinHandle<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl RedisStore {
+    /// Connects to one Redis server, with the default [`RedisConfig`].
+    ///
+    /// `url` is `redis://[user:password@]host[:port][/db]`, `rediss://` for
+    /// TLS (with lock-core's `redis-tls` feature), or `redis+unix:///path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the URL is invalid or the server cannot be
+    /// reached, or does not answer, within the timeout.
+    pub async fn connect(url: &str) -> Result<RedisStore> {
+        Self::connect_with(url, RedisConfig::default()).await
+    }
+
+    /// Connects to one Redis server, with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](RedisStore::connect).
+    pub async fn connect_with(url: &str, config: RedisConfig) -> Result<RedisStore> {
+        let client = connect::open_client(url)?;
+        Self::from_client(client, config).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes, with the default
+    /// [`RedisConfig`].
+    ///
+    /// `urls` are the seed nodes; the rest of the cluster is discovered from
+    /// them. Give several, so the store can start while one of them is down.
+    /// The release subscription uses the first seed that answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when `urls` is empty, a URL is invalid, or no seed
+    /// answers within the timeout.
+    pub async fn cluster(urls: &[&str]) -> Result<RedisStore> {
+        Self::cluster_with(urls, RedisConfig::default()).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes, with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`cluster`](RedisStore::cluster).
+    pub async fn cluster_with(urls: &[&str], config: RedisConfig) -> Result<RedisStore> {
+        let (client, subscribers) = connect::cluster_clients(urls, &config)?;
+        Self::from_cluster_client(client, subscribers, config).await
+    }
+
+    /// A store over an already configured single-server client.
+    ///
+    /// For applications that set up [`redis::Client`](::redis::Client)
+    /// themselves (credentials providers, TCP settings...). The store opens
+    /// its own connections from it: one reconnecting connection for
+    /// commands, one for the release subscription.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the server cannot be reached within the timeout.
+    pub async fn from_client(client: Client, config: RedisConfig) -> Result<RedisStore> {
+        let shared = connect::single(client, config).await?;
+        Ok(RedisStore {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// A store over an already configured cluster client.
+    ///
+    /// `subscribers` are plain clients for one or more nodes of that cluster;
+    /// the store keeps its one release subscription on the first that answers,
+    /// moving to the next when it fails. (A release published on any node of
+    /// a cluster reaches subscribers on every node.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when `subscribers` is empty, or the cluster or every
+    /// subscriber node cannot be reached within the timeout.
+    pub async fn from_cluster_client(
+        client: ClusterClient,
+        subscribers: Vec<Client>,
+        config: RedisConfig,
+    ) -> Result<RedisStore> {
+        let shared = connect::cluster(client, subscribers, config).await?;
+        Ok(RedisStore {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &RedisConfig {
+        &self.shared.config
+    }
+
+    /// One script call on the lease of `key`: `EVALSHA` with the lease key
+    /// (and, with `marker`, its "somebody waits" marker), then the arguments
+    /// `args` appends.
+    async fn on_lease<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        script: &Script,
+        marker: bool,
+        args: impl FnOnce(&mut Cmd),
+    ) -> Result<T> {
+        let lease = lease_key(key)?;
+        let mut call = if marker {
+            evalsha(script, &[&lease, &waiters_key(&lease)])
+        } else {
+            evalsha(script, &[&lease])
+        };
+        args(&mut call);
+        self.invoke(operation, key, script, &call).await
+    }
+
+    /// Runs one script call, built by [`evalsha`], under one deadline; loads
+    /// the script and retries when the server does not know it (it
+    /// restarted, or its script cache was flushed), within what is left of
+    /// that deadline.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        script: &Script,
+        call: &Cmd,
+    ) -> Result<T> {
+        let mut connection = self.shared.connection.clone();
+        let deadline = connect::deadline(&self.shared.config);
+        let reply = match deadline.bound(call.query_async(&mut connection)).await {
+            Err(CallError::Store(error))
+                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
+            {
+                let reload = async {
+                    script.prepare_invoke().load_async(&mut connection).await?;
+                    call.query_async(&mut connection).await
+                };
+                deadline.bound(reload).await
+            }
+            reply => reply,
+        };
+        reply.map_err(|e| Error::store(operation, key, e))
+    }
+
+    /// An acquire that neither waits nor wants a fencing token: the native
+    /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
+    ///
+    /// A caller that does not wait has no use for the holder's remaining TTL,
+    /// so it is not read; and a native command costs the server a fraction of
+    /// a script call, which is what bounds throughput when many tasks share
+    /// one Redis.
+    async fn acquire_plain(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
+        let mut set = ::redis::cmd("SET");
+        set.arg(lease)
+            .arg(request.token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(request.ttl));
+        let mut connection = self.shared.connection.clone();
+        let reply: Option<::redis::Value> = connect::deadline(&self.shared.config)
+            .bound(set.query_async(&mut connection))
+            .await
+            .map_err(|e| Error::store("acquire", request.key, e))?;
+        Ok(if reply.is_some() {
+            Attempt::Acquired { fence: None }
+        } else {
+            Attempt::Held {
+                remaining: None,
+                wakeup: None,
+            }
+        })
+    }
+
+    /// An acquire that waits or wants a fencing token: one script, so that
+    /// marking the key as waited for (or taking the next fencing token)
+    /// happens atomically with the set-if-absent.
+    async fn acquire_scripted(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
+        // Before the script: a release that lands between the script and our
+        // sleep must still wake us.
+        let interest = request.wake.then(|| self.shared.waiters.register(lease));
+        let script = &self.shared.scripts.acquire;
+        let mut call = evalsha(script, &[lease, &waiters_key(lease), &fence_key(lease)]);
+        call.arg(request.token)
+            .arg(millis(request.ttl))
+            .arg(if request.wake { "1" } else { "0" })
+            .arg(WAITERS_MARGIN_MS)
+            .arg(if request.fenced { "1" } else { "0" });
+        let (acquired, detail): (i64, i64) =
+            self.invoke("acquire", request.key, script, &call).await?;
+        Ok(if acquired == 1 {
+            Attempt::Acquired {
+                fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
+            }
+        } else {
+            Attempt::Held {
+                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
+                wakeup: interest.map(Wakeup::new),
+            }
+        })
+    }
+}
+
+impl LockStore for RedisStore {
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        Box::pin(async move {
+            let lease = lease_key(request.key)?;
+            // A failed or dropped acquire may still have set the lease on
+            // the server; the runtime gives it back (see the store contract).
+            if request.wake || request.fenced {
+                self.acquire_scripted(request, &lease).await
+            } else {
+                self.acquire_plain(request, &lease).await
+            }
+        })
+    }
+
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let script = &self.shared.scripts.release;
+            let released: i64 = self
+                .on_lease("release", key, script, true, |call| {
+                    call.arg(token).arg(&self.shared.config.channel);
+                })
+                .await?;
+            Ok(released == 1)
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let script = &self.shared.scripts.extend;
+            let extended: i64 = self
+                .on_lease("extend", key, script, false, |call| {
+                    call.arg(token).arg(millis(ttl));
+                })
+                .await?;
+            Ok(extended == 1)
+        })
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let script = &self.shared.scripts.force_release;
+            let released: i64 = self
+                .on_lease("force-release", key, script, true, |call| {
+                    call.arg(&self.shared.config.channel);
+                })
+                .await?;
+            Ok(released == 1)
+        })
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        Box::pin(async move {
+            let script = &self.shared.scripts.holder;
+            let found: Option<(Vec<u8>, i64)> = self
+                .on_lease("read the holder of", key, script, false, |_| {})
+                .await?;
+            Ok(found.map(|(token, remaining)| {
+                let remaining = if remaining < 0 {
+                    // No expiry: written by something other than this library.
+                    Duration::MAX
+                } else {
+                    Duration::from_millis(remaining.unsigned_abs())
+                };
+                Holder::new(String::from_utf8_lossy(&token), remaining)
+            }))
+        })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn max_ttl(&self) -> Duration {
+        MAX_TTL
+    }
+
+    fn fencing(&self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Host and port only: connection URLs may carry passwords.
+        let mode = match self.shared.connection {
+            Connection::Single(_) => "single",
+            Connection::Cluster(_) => "cluster",
+        };
+        f.debug_struct("RedisStore")
+            .field("mode", &mode)
+            .field("nodes", &self.shared.nodes)
+            .field("channel", &self.shared.config.channel)
+            .field("timeout", &self.shared.config.timeout)
+            .field("waited_keys", &self.shared.waiters.len())
+            .finish()
+    }
+}
