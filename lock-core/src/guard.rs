@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lock::{store_ttl, validate_ttl};
-use crate::{LockStore, Result};
+use crate::lease::{Lease, local_deadline};
+use crate::store::{store_ttl, validate_ttl};
+use crate::{LockStore, Result, token};
 
 /// A held lease. Proof that [`Lock::acquire`](crate::Lock::acquire) succeeded.
 ///
@@ -27,20 +28,14 @@ use crate::{LockStore, Result};
 /// For a lock with [`at_least`](crate::Lock::at_least), dropping early
 /// shortens the lease to its `at_least` end instead, like `release`.
 ///
-/// # The guarantee, stated honestly
+/// # Overrunning
 ///
-/// A guard is a lease, not a mutex. If the work outlives the TTL, the store
-/// lets the lease go and the next caller runs alongside the overrunning one:
-///
-/// ```text
-/// t=0s   A acquires (ttl 10s)       A works...
-/// t=10s  lease expires              B acquires, B works...   A still working
-/// t=12s  A releases -> Ok(false)    B's lease is untouched (compare-and-delete)
-/// ```
-///
-/// Release and extend compare the owner token, so A can never free or prolong
-/// B's lease; [`release`](LockGuard::release) returning `Ok(false)` tells A it
-/// overran. Choose a TTL well above the work's longest run, or extend it.
+/// A guard is a lease, not a mutex (see [the
+/// guarantee](crate#the-guarantee-stated-honestly)): if the work outlives the
+/// TTL, the next caller may run alongside it. Release and extend compare the
+/// owner token, so an overrunning holder can never free or prolong the next
+/// holder's lease, and [`release`](LockGuard::release) returning `Ok(false)`
+/// tells it that it overran.
 #[must_use = "dropping a guard releases the lock at once; bind it (`let _guard = ...`) for as long as the work runs"]
 pub struct LockGuard {
     store: Arc<dyn LockStore>,
@@ -49,6 +44,11 @@ pub struct LockGuard {
     fence: Option<u64>,
     /// Just before the acquire was sent: the lease started at or after this.
     started: Instant,
+    /// The TTL the store was asked to keep.
+    ttl: Duration,
+    /// The lease as the running work sees it, once `run` watches it: the
+    /// guard moves its deadline on every successful extend.
+    lease: Option<Lease>,
     /// `at_least`: releasing before this shortens the lease to end here
     /// instead of deleting it.
     hold_until: Option<Instant>,
@@ -63,6 +63,7 @@ impl LockGuard {
         token: Arc<str>,
         fence: Option<u64>,
         started: Instant,
+        ttl: Duration,
         hold_until: Option<Instant>,
     ) -> LockGuard {
         LockGuard {
@@ -71,16 +72,34 @@ impl LockGuard {
             token,
             fence,
             started,
+            ttl,
+            lease: None,
             hold_until,
             armed: true,
         }
     }
 
-    /// How long the claim must still stand (`at_least`), if at all.
-    fn hold_remaining(&self) -> Option<Duration> {
+    /// The lease as locked work sees it ([`current`](crate::current)): made
+    /// on first use, then kept up to date by this guard's extends.
+    pub(crate) fn lease(&mut self) -> Lease {
+        let lease = self.lease.get_or_insert_with(|| {
+            Lease::new(
+                Arc::clone(&self.key),
+                Arc::clone(&self.token),
+                self.fence,
+                local_deadline(self.started, self.ttl, &*self.store),
+            )
+        });
+        lease.clone()
+    }
+
+    /// How long the claim must still stand (`at_least`), if at all, rounded
+    /// up to what `store` keeps.
+    fn hold_remaining(&self, store: &dyn LockStore) -> Option<Duration> {
         self.hold_until
             .map(|until| until.saturating_duration_since(Instant::now()))
             .filter(|left| !left.is_zero())
+            .map(|left| store_ttl(left, store))
     }
 
     /// Gives the lease back.
@@ -106,23 +125,21 @@ impl LockGuard {
     /// Gives the lease back (or shortens it to its `at_least` end), without
     /// logging the outcome; `Ok(false)` when it was no longer ours.
     pub(crate) async fn give_back(&mut self) -> Result<bool> {
+        let hold = self.hold_remaining(&*self.store);
         // Stay armed until the store answers: if this future is dropped
         // mid-release, the guard's drop still gives the lease back.
-        let released = match self.hold_remaining() {
-            Some(left) => {
-                let left = store_ttl(left, &*self.store);
-                self.store.extend(&self.key, &self.token, left).await
-            }
-            None => match self.store.release_now(&self.key, &self.token) {
-                Some(released) => released,
-                None => self.store.release(&self.key, &self.token).await,
-            },
+        let released = match released_now(&*self.store, &self.key, &self.token, hold) {
+            Some(released) => released,
+            None => return_lease(&*self.store, &self.key, &self.token, hold).await,
         };
         self.armed = false;
         released
     }
 
     /// Resets the lease's TTL to `ttl` from now, if it is still ours.
+    ///
+    /// The TTL is rounded up to the store's resolution (whole milliseconds
+    /// unless the store keeps coarser ones), never down.
     ///
     /// `Ok(false)` when it is not: the lease already expired and may belong to
     /// someone else, whose lease is left untouched. The check and the reset are
@@ -134,10 +151,15 @@ impl LockGuard {
     /// beyond the store's range; [`Error::Store`](crate::Error::Store) when the
     /// store fails.
     pub async fn extend(&self, ttl: Duration) -> Result<bool> {
-        validate_ttl(&self.key, ttl, self.store.max_ttl())?;
+        validate_ttl(&self.key, ttl, &*self.store)?;
         let ttl = store_ttl(ttl, &*self.store);
+        let sent = Instant::now();
         let extended = self.store.extend(&self.key, &self.token, ttl).await?;
-        if !extended {
+        if extended {
+            if let Some(lease) = &self.lease {
+                lease.set_deadline(local_deadline(sent, ttl, &*self.store));
+            }
+        } else {
             tracing::warn!(
                 key = %self.key,
                 held_ms = self.held_for().as_millis() as u64,
@@ -162,9 +184,17 @@ impl LockGuard {
         Ok(holder.is_some_and(|holder| holder.token() == &*self.token))
     }
 
-    /// The owner token: 128 random bits and `host:pid`.
-    pub fn owner(&self) -> &str {
+    /// The owner token: 128 random bits and `host:pid`, the proof of
+    /// ownership the store checks on release and extend. Compare it with
+    /// [`Holder::token`](crate::Holder::token); do not publish it.
+    pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Who holds the lease, readably: `host:pid` of this process, as
+    /// [`Holder::owner`](crate::Holder::owner) shows it to others.
+    pub fn owner(&self) -> &str {
+        token::owner_of(&self.token)
     }
 
     /// The store key.
@@ -186,11 +216,6 @@ impl LockGuard {
     /// after this instant, so `started() + ttl` is a safe local deadline.
     pub fn started(&self) -> Instant {
         self.started
-    }
-
-    /// The owner token, shared.
-    pub(crate) fn token(&self) -> &Arc<str> {
-        &self.token
     }
 
     fn log_release(&self, released: bool) {
@@ -216,9 +241,7 @@ impl Drop for LockGuard {
             return;
         }
         self.armed = false;
-        let hold = self
-            .hold_remaining()
-            .map(|left| store_ttl(left, &*self.store));
+        let hold = self.hold_remaining(&*self.store);
         let held_ms = self.held_for().as_millis() as u64;
         give_back(
             &self.store,
@@ -227,6 +250,36 @@ impl Drop for LockGuard {
             hold,
             GiveBack::DroppedGuard { held_ms },
         );
+    }
+}
+
+/// The one way a lease is given back, awaited by [`LockGuard::release`] and
+/// run in the background for dropped guards and abandoned acquires: a
+/// compare-and-delete on the token, or, while an `at_least` claim must
+/// still stand (`hold`), a compare-and-expire shortening the lease to end
+/// then.
+async fn return_lease(
+    store: &dyn LockStore,
+    key: &str,
+    token: &str,
+    hold: Option<Duration>,
+) -> Result<bool> {
+    match hold {
+        Some(left) => store.extend(key, token, left).await,
+        None => store.release(key, token).await,
+    }
+}
+
+/// [`return_lease`] without I/O, when the store can (memory).
+fn released_now(
+    store: &dyn LockStore,
+    key: &str,
+    token: &str,
+    hold: Option<Duration>,
+) -> Option<Result<bool>> {
+    match hold {
+        Some(_) => None,
+        None => store.release_now(key, token),
     }
 }
 
@@ -281,9 +334,7 @@ pub(crate) fn give_back(
     hold: Option<Duration>,
     why: GiveBack,
 ) {
-    if hold.is_none()
-        && let Some(released) = store.release_now(key, token)
-    {
+    if let Some(released) = released_now(&**store, key, token, hold) {
         why.released(key, released);
         return;
     }
@@ -300,10 +351,7 @@ pub(crate) fn give_back(
     let unfinished = Unfinished(Some(Arc::clone(&key)));
     runtime.spawn(async move {
         let unfinished = unfinished;
-        let released = match hold {
-            Some(left) => store.extend(&key, &token, left).await,
-            None => store.release(&key, &token).await,
-        };
+        let released = return_lease(&*store, &key, &token, hold).await;
         why.released(&key, released);
         unfinished.finish();
     });

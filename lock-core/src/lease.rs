@@ -3,9 +3,12 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::{LockStore, token};
 
 tokio::task_local! {
     static CURRENT: Lease;
@@ -47,7 +50,7 @@ pub struct Lease {
 
 struct State {
     key: Arc<str>,
-    owner: Arc<str>,
+    token: Arc<str>,
     fence: Option<u64>,
     deadline: Mutex<Instant>,
     lost: AtomicBool,
@@ -66,14 +69,14 @@ pub fn current() -> Option<Lease> {
 impl Lease {
     pub(crate) fn new(
         key: Arc<str>,
-        owner: Arc<str>,
+        token: Arc<str>,
         fence: Option<u64>,
         deadline: Instant,
     ) -> Lease {
         Lease {
             state: Arc::new(State {
                 key,
-                owner,
+                token,
                 fence,
                 deadline: Mutex::new(deadline),
                 lost: AtomicBool::new(false),
@@ -96,9 +99,15 @@ impl Lease {
         &self.state.key
     }
 
-    /// The owner token of the lease.
+    /// The lease's owner token: the proof of ownership the store checks (see
+    /// [`LockGuard::token`](crate::LockGuard::token)).
+    pub fn token(&self) -> &str {
+        &self.state.token
+    }
+
+    /// Who holds the lease, readably: `host:pid`.
     pub fn owner(&self) -> &str {
-        &self.state.owner
+        token::owner_of(&self.state.token)
     }
 
     /// The fencing token, for locks that asked for one.
@@ -169,4 +178,20 @@ impl fmt::Debug for Lease {
             .field("lost", &self.is_lost())
             .finish_non_exhaustive()
     }
+}
+
+/// The local deadline of a lease the store started at or after `sent` and
+/// keeps for `ttl`: `sent + ttl`, less the store's
+/// [clock margin](LockStore::clock_margin). An instant too far out to
+/// represent is a deadline that never comes.
+pub(crate) fn local_deadline(sent: Instant, ttl: Duration, store: &dyn LockStore) -> Instant {
+    let lasts = ttl.saturating_sub(store.clock_margin(ttl));
+    sent.checked_add(lasts).unwrap_or_else(far_future)
+}
+
+/// An instant no lease reaches: used when a deadline overflows.
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(100 * 365 * 24 * 60 * 60))
+        .unwrap_or(now)
 }

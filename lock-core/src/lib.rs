@@ -60,21 +60,25 @@
 pub mod __private;
 mod error;
 mod guard;
+mod holder;
 mod lease;
 mod lock;
 mod manager;
-mod owner;
+mod options;
 pub mod registry;
 pub mod store;
+mod supervise;
+mod token;
 
 pub use error::{Error, Result};
 pub use guard::LockGuard;
+pub use holder::Holder;
 pub use lease::{Lease, current};
-pub use lock::{Lock, OnLost};
+pub use lock::Lock;
 #[cfg(feature = "macros")]
 pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
-pub use owner::Holder;
+pub use options::{LockOptions, OnContended, OnLost};
 pub use store::{LockStore, MemoryStore};
 #[cfg(feature = "redis")]
 pub use store::{RedisConfig, RedisStore};

@@ -7,39 +7,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::guard::{GiveBack, give_back};
-use crate::lease::Lease;
-use crate::store::{AcquireRequest, Attempt};
-use crate::{Error, Holder, LockGuard, LockManager, LockStore, Result, owner};
-
-/// What locked work does when its lease is lost while it runs.
-///
-/// A lease is lost when a renewal finds it gone (expired, or force-released
-/// from outside) or when its deadline passes without a renewal. Set with
-/// [`Lock::on_lost`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnLost {
-    /// Log at ERROR and let the work finish (the default). The work may then
-    /// run alongside the next holder.
-    #[default]
-    Continue,
-    /// Drop the work at that moment and return [`Error::LeaseLost`].
-    Cancel,
-}
-
-/// The lifecycle options of a [`Lock`], all off by default.
-#[derive(Clone, Copy, Debug, Default)]
-struct Options {
-    renew: bool,
-    max_hold: Option<Duration>,
-    on_lost: OnLost,
-    at_least: Option<Duration>,
-    fenced: bool,
-    require_shared: bool,
-}
+use crate::store::{AcquireRequest, Attempt, store_ttl, validate_ttl};
+use crate::{
+    Error, Holder, LockGuard, LockManager, LockOptions, LockStore, OnContended, OnLost, Result,
+    supervise, token,
+};
 
 /// What one acquisition came to.
-enum Outcome {
+pub(crate) enum Outcome {
     Acquired(LockGuard),
     /// Held by somebody else for the whole wait; their lease had this left,
     /// when the store said.
@@ -53,13 +28,14 @@ enum Outcome {
 /// when somebody else holds the lock they return `Ok(None)` at once. Use
 /// [`wait_for`](Lock::wait_for) to wait for it instead.
 ///
-/// The builder methods set the lease lifecycle: [`renew`](Lock::renew) and
-/// [`max_hold`](Lock::max_hold) keep a long job's lease alive (within a cap),
-/// [`on_lost`](Lock::on_lost) says what happens to work whose lease is lost,
-/// [`at_least`](Lock::at_least) keeps a claim standing after early work,
-/// [`fenced`](Lock::fenced) hands out fencing tokens, and
-/// [`require_shared`](Lock::require_shared) refuses per-process stores.
-/// Renewal and the lost-lease reaction apply to [`run`](Lock::run) and
+/// The other builder methods set its [`LockOptions`]: [`renew`](Lock::renew)
+/// and [`max_hold`](Lock::max_hold) keep a long job's lease alive (within a
+/// cap), [`on_lost`](Lock::on_lost) says what happens to work whose lease is
+/// lost, [`at_least`](Lock::at_least) keeps a claim standing after early
+/// work, [`fenced`](Lock::fenced) hands out fencing tokens,
+/// [`shared`](Lock::shared) refuses per-process stores and
+/// [`on_contended`](Lock::on_contended) makes contention an error. Renewal
+/// and the lost-lease reaction apply to [`run`](Lock::run) and
 /// [`run_or_contended`](Lock::run_or_contended); a bare guard from
 /// [`acquire`](Lock::acquire) is extended by hand.
 ///
@@ -85,7 +61,7 @@ pub struct Lock {
     key: Arc<str>,
     ttl: Duration,
     wait: Duration,
-    options: Options,
+    options: LockOptions,
 }
 
 impl Lock {
@@ -97,7 +73,7 @@ impl Lock {
             key,
             ttl,
             wait: Duration::ZERO,
-            options: Options::default(),
+            options: LockOptions::DEFAULT,
         }
     }
 
@@ -108,6 +84,11 @@ impl Lock {
     /// holder's TTL runs out, or at its deadline, whichever comes first.
     pub fn wait_for(self, wait: Duration) -> Self {
         Lock { wait, ..self }
+    }
+
+    /// The same lock with all of `options` at once (what `#[locked]` uses).
+    pub fn with_options(self, options: LockOptions) -> Self {
+        Lock { options, ..self }
     }
 
     /// The same lock, renewed while [`run`](Lock::run)'s work runs: every
@@ -159,8 +140,25 @@ impl Lock {
     /// shared](LockManager::is_shared). For work that must not run twice
     /// across the fleet, where a forgotten Redis setup would silently give
     /// every process its own lock.
-    pub fn require_shared(mut self) -> Self {
-        self.options.require_shared = true;
+    pub fn shared(mut self) -> Self {
+        self.options.shared = true;
+        self
+    }
+
+    /// The former name of [`shared`](Lock::shared).
+    #[deprecated(
+        since = "0.1.1",
+        note = "renamed `shared`, the name the attribute key uses"
+    )]
+    pub fn require_shared(self) -> Self {
+        self.shared()
+    }
+
+    /// The same lock, answering contention as `contended` says: with
+    /// [`OnContended::Error`], [`acquire`](Lock::acquire) and
+    /// [`run`](Lock::run) return [`Error::Contended`] instead of `Ok(None)`.
+    pub fn on_contended(mut self, contended: OnContended) -> Self {
+        self.options.contended = contended;
         self
     }
 
@@ -168,23 +166,35 @@ impl Lock {
     /// somebody else held it for the whole wait.
     ///
     /// Release the guard with [`LockGuard::release`] when done. A guard
-    /// dropped unreleased is released for you (see [`LockGuard`]).
+    /// dropped unreleased is released for you (see [`LockGuard`]), and so is
+    /// a lease this future took if it is dropped before it returns.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] for an empty name, [`Error::InvalidTtl`] for a
-    /// zero TTL or one beyond the store's range, and [`Error::Store`] when the
-    /// store fails.
+    /// - [`Error::InvalidName`] for an empty name;
+    /// - [`Error::InvalidTtl`] for a zero TTL or one beyond the store's range;
+    /// - [`Error::InvalidOptions`] for options that contradict each other
+    ///   (`max_hold` without `renew`, `at_least` longer than the TTL);
+    /// - [`Error::FencingUnsupported`] for a [`fenced`](Lock::fenced) lock on
+    ///   a store that cannot fence;
+    /// - [`Error::NotShared`] for a [`shared`](Lock::shared) lock on a
+    ///   per-process store;
+    /// - [`Error::Contended`] when somebody else held it and the lock was set
+    ///   to [`OnContended::Error`];
+    /// - [`Error::Store`] when the store fails.
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(Some(guard)),
-            Outcome::Contended(_) => Ok(None),
+            Outcome::Contended(remaining) => match self.options.contended {
+                OnContended::Error => Err(self.contended(remaining)),
+                _ => Ok(None),
+            },
         }
     }
 
-    async fn acquire_outcome(&self) -> Result<Outcome> {
+    pub(crate) async fn acquire_outcome(&self) -> Result<Outcome> {
         self.validate()?;
-        let token = owner::new_token();
+        let token = token::new_token();
         let store = self.manager.store();
         let ttl = store_ttl(self.ttl, &**store);
         let mut request = AcquireRequest::new(&self.key, &token, ttl);
@@ -225,6 +235,7 @@ impl Lock {
                         token,
                         fence,
                         sent,
+                        ttl,
                         hold_until,
                     )));
                 }
@@ -265,13 +276,18 @@ impl Lock {
     /// - `Ok(Some(value))`: the lock was ours and the work returned `Ok(value)`.
     /// - `Ok(None)`: somebody else held it (for the whole wait); the work was
     ///   not run.
-    /// - `Err(e)`: the work's own error, or a lock error converted with `From`.
+    /// - `Err(e)`: the work's own error, or a lock error converted with `From`
+    ///   (those [`acquire`](Lock::acquire) lists, and [`Error::LeaseLost`]
+    ///   when the lease is lost under [`OnLost::Cancel`]).
     ///
     /// The work's result always wins: when the work fails, its error is
     /// returned even if the release fails too, and a release failure after
     /// successful work is logged at WARN rather than turned into an error
     /// (the lease then ends at its TTL). If the work panics or this future is
-    /// dropped mid-way, the guard's drop releases the lease.
+    /// dropped mid-way, the lease is given back all the same.
+    ///
+    /// The work is boxed once, when `run` is called, so this future stays
+    /// small however large the work's own future is.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
@@ -305,8 +321,11 @@ impl Lock {
         E: From<Error>,
     {
         match self.acquire_outcome().await? {
-            Outcome::Acquired(guard) => self.run_held(guard, work).await.map(Some),
-            Outcome::Contended(_) => Ok(None),
+            Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await.map(Some),
+            Outcome::Contended(remaining) => match self.options.contended {
+                OnContended::Error => Err(E::from(self.contended(remaining))),
+                _ => Ok(None),
+            },
         }
     }
 
@@ -326,6 +345,11 @@ impl Lock {
     /// assert!(matches!(second, Err(Error::Contended { .. })));
     /// # }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Lock::run), and [`Error::Contended`] when somebody else
+    /// held the lock for the whole wait.
     pub fn run_or_contended<T, E, F>(&self, work: F) -> impl Future<Output = Result<T, E>>
     where
         F: Future<Output = Result<T, E>>,
@@ -342,145 +366,8 @@ impl Lock {
         E: From<Error>,
     {
         match self.acquire_outcome().await? {
-            Outcome::Acquired(guard) => self.run_held(guard, work).await,
-            Outcome::Contended(remaining) => Err(E::from(Error::Contended {
-                key: self.key.to_string(),
-                holder_remaining: remaining,
-            })),
-        }
-    }
-
-    /// Runs `work` under `guard`: watches (and renews) the lease, reacts to
-    /// its loss, then gives it back. The work's result always wins.
-    async fn run_held<T, E, W>(&self, guard: LockGuard, work: W) -> Result<T, E>
-    where
-        W: Future<Output = Result<T, E>> + Unpin,
-        E: From<Error>,
-    {
-        let store = self.manager.store();
-        let lease = Lease::new(
-            Arc::clone(&self.key),
-            Arc::clone(guard.token()),
-            guard.fence(),
-            local_deadline(guard.started(), store_ttl(self.ttl, &**store), &**store),
-        );
-        let outcome = {
-            let mut work = std::pin::pin!(lease.scope(work));
-            // Only renewal and cancellation need a watcher running beside the
-            // work; otherwise the lease's own deadline is all there is to
-            // know, and `Lease::lost` waits for it by itself.
-            let watched = self.options.renew || self.options.on_lost == OnLost::Cancel;
-            let finished = if watched {
-                tokio::select! {
-                    biased;
-                    outcome = &mut work => Some(outcome),
-                    () = self.watch(&guard, &lease) => None,
-                }
-            } else {
-                let outcome = (&mut work).await;
-                if lease.is_lost() {
-                    log_lost_and_continued(&self.key, &guard);
-                }
-                Some(outcome)
-            };
-            match finished {
-                Some(outcome) => Some(outcome),
-                // Leaving this block drops the work, before anything else
-                // is awaited: it cannot run on while the lease is given back.
-                None if self.options.on_lost == OnLost::Cancel => None,
-                None => {
-                    log_lost_and_continued(&self.key, &guard);
-                    Some(work.await)
-                }
-            }
-        };
-        let Some(outcome) = outcome else {
-            let mut guard = guard;
-            let held = guard.held_for();
-            tracing::error!(key = %self.key, held_ms = held.as_millis() as u64, "lock lease lost: cancelled the work");
-            // The local deadline passes a clock margin before the store's, so
-            // the lease may still be ours: give it back now rather than make
-            // the next holder wait out the rest of it.
-            if let Err(error) = guard.give_back().await {
-                tracing::warn!(key = %self.key, %error, "could not give back a lost lease; it ends at its ttl");
-            }
-            return Err(E::from(Error::LeaseLost {
-                key: self.key.to_string(),
-                held,
-            }));
-        };
-        if let Err(error) = guard.release().await {
-            tracing::warn!(
-                key = %self.key,
-                %error,
-                "could not release the lock after the work finished; it ends at its ttl"
-            );
-        }
-        outcome
-    }
-
-    /// Resolves when the lease is lost, after marking `lease` lost. Renews
-    /// the lease meanwhile when asked to.
-    ///
-    /// The lease's local deadline is a hard limit: a renewal still in flight
-    /// when it passes (the store stalled, the network dropped our packets)
-    /// does not hold the work up, because by then the store may already have
-    /// handed the lease to someone else.
-    async fn watch(&self, guard: &LockGuard, lease: &Lease) {
-        let store = self.manager.store();
-        let started = guard.started();
-        let hold_end = self
-            .options
-            .max_hold
-            .and_then(|max_hold| started.checked_add(max_hold));
-        let mut renewing = self.options.renew;
-        loop {
-            let deadline = lease.deadline();
-            if !renewing {
-                tokio::time::sleep_until(deadline).await;
-                lease.mark_lost();
-                return;
-            }
-            let next = Instant::now()
-                .checked_add(self.ttl / 3)
-                .map_or(deadline, |next| next.min(deadline));
-            tokio::time::sleep_until(next).await;
-            let sent = Instant::now();
-            if sent >= deadline {
-                lease.mark_lost();
-                return;
-            }
-            // Never renew past acquisition + max_hold.
-            let extension = match hold_end {
-                Some(end) => self.ttl.min(end.saturating_duration_since(sent)),
-                None => self.ttl,
-            };
-            if extension.is_zero() {
-                tracing::warn!(key = %self.key, "lock reached its max_hold: no longer renewing");
-                renewing = false;
-                continue;
-            }
-            let extension = store_ttl(extension, &**store);
-            let extended = tokio::select! {
-                biased;
-                () = tokio::time::sleep_until(deadline) => {
-                    tracing::warn!(key = %self.key, "a lock renewal was still in flight at the lease's deadline");
-                    lease.mark_lost();
-                    return;
-                }
-                extended = guard.extend(extension) => extended,
-            };
-            match extended {
-                Ok(true) => lease.set_deadline(local_deadline(sent, extension, &**store)),
-                Ok(false) => {
-                    lease.mark_lost();
-                    return;
-                }
-                Err(error) => {
-                    // Keep trying until the deadline: the store may be back.
-                    tracing::warn!(key = %self.key, %error, "could not renew the lock; retrying until its deadline");
-                }
-            }
+            Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await,
+            Outcome::Contended(remaining) => Err(E::from(self.contended(remaining))),
         }
     }
 
@@ -488,17 +375,31 @@ impl Lock {
     ///
     /// For operators and tests: the holder is not told, and its work goes on
     /// alongside whoever takes the lock next.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// store fails.
     pub async fn force_release(&self) -> Result<bool> {
         self.validate_name()?;
         self.manager.store().force_release(&self.key).await
     }
 
     /// Whether anybody holds the lock right now.
+    ///
+    /// # Errors
+    ///
+    /// As [`holder`](Lock::holder).
     pub async fn is_held(&self) -> Result<bool> {
         Ok(self.holder().await?.is_some())
     }
 
     /// Who holds the lock right now, and for how much longer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// store fails.
     pub async fn holder(&self) -> Result<Option<Holder>> {
         self.validate_name()?;
         self.manager.store().holder(&self.key).await
@@ -524,42 +425,26 @@ impl Lock {
         self.wait
     }
 
+    /// The lock's options.
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
+    }
+
+    fn contended(&self, remaining: Option<Duration>) -> Error {
+        Error::Contended {
+            key: self.key.to_string(),
+            holder_remaining: remaining,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         self.validate_name()?;
-        let store = self.manager.store();
-        validate_ttl(&self.key, self.ttl, store.max_ttl())?;
-        let invalid = |reason: String| {
-            Err(Error::InvalidOptions {
-                key: self.key.to_string(),
-                reason,
-            })
-        };
-        if self.options.max_hold.is_some() && !self.options.renew {
-            return invalid(
-                "max_hold caps renewal, but the lock does not renew; add renew() or drop max_hold"
-                    .to_owned(),
-            );
-        }
-        if let Some(at_least) = self.options.at_least
-            && at_least > self.ttl
-        {
-            return invalid(format!(
-                "at_least ({at_least:?}) is longer than the ttl ({:?}), so the claim could not \
-                 stand that long; raise the ttl to at least {at_least:?}",
-                self.ttl
-            ));
-        }
-        if self.options.fenced && !store.fencing() {
-            return Err(Error::FencingUnsupported {
-                key: self.key.to_string(),
-            });
-        }
-        if self.options.require_shared && !self.manager.is_shared() {
-            return Err(Error::NotShared {
-                key: self.key.to_string(),
-            });
-        }
-        Ok(())
+        validate_ttl(&self.key, self.ttl, &**self.manager.store())?;
+        self.options.check(&self.key, self.ttl, &self.manager)
     }
 
     fn validate_name(&self) -> Result<()> {
@@ -572,37 +457,6 @@ impl Lock {
         }
         Ok(())
     }
-}
-
-/// `ttl` rounded up to a whole multiple of the store's resolution: what the
-/// store is asked to keep, never less than what the caller asked for.
-pub(crate) fn store_ttl(ttl: Duration, store: &dyn LockStore) -> Duration {
-    round_up(ttl, store.ttl_resolution())
-}
-
-fn round_up(ttl: Duration, resolution: Duration) -> Duration {
-    let step = resolution.as_nanos();
-    if step == 0 {
-        return ttl;
-    }
-    let over = ttl.as_nanos() % step;
-    if over == 0 {
-        return ttl;
-    }
-    // `step - over` is below the resolution, which fits in u64 nanoseconds
-    // for any resolution under 584 years.
-    match u64::try_from(step - over) {
-        Ok(short) => ttl.saturating_add(Duration::from_nanos(short)),
-        Err(_) => ttl,
-    }
-}
-
-/// The local deadline of a lease the store started at or after `sent` and
-/// keeps for `ttl`: `sent + ttl`, less the store's clock margin. An instant
-/// too far out to represent is a deadline that never comes.
-fn local_deadline(sent: Instant, ttl: Duration, store: &dyn LockStore) -> Instant {
-    let lasts = ttl.saturating_sub(store.clock_margin(ttl));
-    sent.checked_add(lasts).unwrap_or_else(far_future)
 }
 
 /// Gives back, when dropped armed, the lease an acquire in flight may have
@@ -646,40 +500,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Checks a TTL against zero and the store's range.
-pub(crate) fn validate_ttl(key: &str, ttl: Duration, max: Duration) -> Result<()> {
-    let reason = if ttl.is_zero() {
-        "a zero ttl expires at once; give the longest time the work may take, \
-         for example 30s"
-            .to_owned()
-    } else if ttl > max {
-        format!("the store keeps leases for at most {max:?}; use a shorter ttl")
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidTtl {
-        key: key.to_owned(),
-        ttl,
-        reason,
-    })
-}
-
-/// The ERROR a lost lease under [`OnLost::Continue`] is reported with.
-fn log_lost_and_continued(key: &str, guard: &LockGuard) {
-    tracing::error!(
-        key = %key,
-        held_ms = guard.held_for().as_millis() as u64,
-        "lock lease lost while the work runs on; another holder may run alongside it"
-    );
-}
-
-/// An instant no lease reaches: used when `start + ttl` overflows.
-fn far_future() -> Instant {
-    let now = Instant::now();
-    now.checked_add(Duration::from_secs(100 * 365 * 24 * 60 * 60))
-        .unwrap_or(now)
-}
-
 /// How long to sleep when the holder's lease has `remaining` left and no
 /// release wakes us first: until it runs out, plus a little jitter so many
 /// waiters do not retry in the same instant.
@@ -713,19 +533,5 @@ mod tests {
             Duration::MAX,
             "saturates, never panics"
         );
-    }
-
-    #[test]
-    fn a_ttl_is_checked_against_zero_and_the_store_range() {
-        let max = Duration::from_secs(10);
-        assert!(validate_ttl("k", Duration::from_secs(1), max).is_ok());
-        assert!(matches!(
-            validate_ttl("k", Duration::ZERO, max),
-            Err(Error::InvalidTtl { .. })
-        ));
-        assert!(matches!(
-            validate_ttl("k", Duration::from_secs(11), max),
-            Err(Error::InvalidTtl { .. })
-        ));
     }
 }

@@ -10,51 +10,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::registry::{self, DeclaredLock, OnContended};
-use crate::{Error, Lock, LockManager, OnLost, Result};
+use crate::registry::{self, DeclaredLock};
+use crate::{Error, Lock, LockManager, LockOptions, Result};
 
 /// Re-exported so the expansion's `inventory::submit!` works without the
 /// user depending on `inventory`.
 pub use inventory;
 
-/// The lease options of one `#[locked]` function, as its attribute wrote
-/// them; `const` so they can be part of its link-time record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// `renew`: extend the lease every `ttl / 3` while the body runs.
-    pub renew: bool,
-    /// `max_hold`: stop renewing after this long.
-    pub max_hold: Option<Duration>,
-    /// `on_lost`: what the body does when its lease is lost.
-    pub on_lost: OnLost,
-    /// `at_least`: the claim stands this long after acquisition.
-    pub at_least: Option<Duration>,
-    /// `fenced`: each acquisition gets a fencing token.
-    pub fenced: bool,
-    /// `shared`: refuse to run on a per-process store.
-    pub shared: bool,
-    /// `contended`: `Ok(None)` or an error when somebody else holds the lock.
-    pub contended: OnContended,
-}
-
-impl Options {
-    /// Every option off: what an attribute without lease options means.
-    pub const DEFAULT: Options = Options {
-        renew: false,
-        max_hold: None,
-        on_lost: OnLost::Continue,
-        at_least: None,
-        fenced: false,
-        shared: false,
-        contended: OnContended::ReturnNone,
-    };
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options::DEFAULT
-    }
-}
+/// The name older expansions use for [`LockOptions`].
+pub type Options = LockOptions;
 
 /// The declared-lock record of one `#[locked]` function; `const` so it can
 /// live in a link-time registration.
@@ -66,7 +30,7 @@ pub const fn declare(
     ttl: Duration,
     wait: Duration,
     manager: Option<&'static str>,
-    options: Options,
+    options: LockOptions,
     file: &'static str,
     line: u32,
 ) -> DeclaredLock {
@@ -91,35 +55,19 @@ pub fn manager(named: Option<&str>) -> Result<LockManager> {
     }
 }
 
-/// The lock for one call of a locked function, built with the runtime
-/// builder calls its options stand for.
+/// The lock for one call of a locked function, with the options its
+/// attribute wrote.
 pub fn lock(
     named: Option<&str>,
     name: impl Into<String>,
     ttl: Duration,
     wait: Duration,
-    options: Options,
+    options: LockOptions,
 ) -> Result<Lock> {
-    let mut lock = manager(named)?
+    Ok(manager(named)?
         .lock(name, ttl)
         .wait_for(wait)
-        .on_lost(options.on_lost);
-    if options.renew {
-        lock = lock.renew();
-    }
-    if let Some(max_hold) = options.max_hold {
-        lock = lock.max_hold(max_hold);
-    }
-    if let Some(at_least) = options.at_least {
-        lock = lock.at_least(at_least);
-    }
-    if options.fenced {
-        lock = lock.fenced();
-    }
-    if options.shared {
-        lock = lock.require_shared();
-    }
-    Ok(lock)
+        .with_options(options))
 }
 
 /// Why a locked call whose body returns `Result<T, E>` failed: the body's
@@ -250,8 +198,8 @@ mod tests {
 
     const TTL: Duration = Duration::from_secs(5);
 
-    fn options() -> Options {
-        Options::DEFAULT
+    fn options() -> LockOptions {
+        LockOptions::DEFAULT
     }
 
     // Named managers are how `manager = "x"` reaches its store; a missing one
@@ -316,14 +264,14 @@ mod tests {
         .await;
     }
 
-    // Each option must reach the runtime builder; these are the ones whose
+    // Each option must reach the lock; these are the ones whose
     // effect shows without waiting: fencing, the shared requirement and
     // contention as an error.
     #[tokio::test]
     async fn each_option_becomes_its_builder_call() {
         let locks = LockManager::memory();
         registry::with_manager(locks.clone(), async {
-            let fenced = Options {
+            let fenced = LockOptions {
                 fenced: true,
                 ..options()
             };
@@ -335,7 +283,7 @@ mod tests {
             .expect("free");
             assert!(fence.is_some(), "fenced gives a token");
 
-            let shared = Options {
+            let shared = LockOptions {
                 shared: true,
                 ..options()
             };
@@ -397,10 +345,10 @@ mod tests {
             Duration::from_secs(30),
             Duration::from_secs(2),
             Some("billing"),
-            Options {
+            LockOptions {
                 renew: true,
                 max_hold: Some(Duration::from_secs(3600)),
-                ..Options::DEFAULT
+                ..LockOptions::DEFAULT
             },
             "src/app.rs",
             7,
@@ -411,9 +359,13 @@ mod tests {
         assert_eq!(lock.ttl(), Duration::from_secs(30), "ttl");
         assert_eq!(lock.wait(), Duration::from_secs(2), "wait");
         assert_eq!(lock.manager(), Some("billing"), "manager");
-        assert!(lock.renew(), "renew");
-        assert_eq!(lock.max_hold(), Some(Duration::from_secs(3600)), "max_hold");
-        assert!(!lock.fenced(), "fenced");
+        assert!(lock.options().renew, "renew");
+        assert_eq!(
+            lock.options().max_hold,
+            Some(Duration::from_secs(3600)),
+            "max_hold"
+        );
+        assert!(!lock.options().fenced, "fenced");
         assert_eq!((lock.file(), lock.line()), ("src/app.rs", 7), "location");
     }
 }

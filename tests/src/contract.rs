@@ -126,12 +126,12 @@ pub async fn a_release_after_the_lock_moved_on_does_not_take_it_from_the_new_hol
 pub async fn two_holders_get_different_tokens(locks: LockManager) {
     let lock = locks.lock("tokens", LONG);
     let first = lock.acquire().await.expect("acquire").expect("free");
-    let first_token = first.owner().to_owned();
+    let first_token = first.token().to_owned();
     first.release().await.expect("release");
     let second = lock.acquire().await.expect("acquire").expect("free");
     assert_ne!(
         first_token,
-        second.owner(),
+        second.token(),
         "each acquisition gets its own token"
     );
 }
@@ -377,7 +377,7 @@ pub async fn extending_a_lock_that_moved_on_says_so(locks: LockManager) {
         .expect("held by current");
     assert_eq!(
         holder.token(),
-        current.owner(),
+        current.token(),
         "the lease is still the new holder's"
     );
     assert!(
@@ -445,8 +445,13 @@ pub async fn the_holder_is_described_with_its_remaining_ttl(locks: LockManager) 
     let holder = lock.holder().await.expect("holder").expect("held");
     assert_eq!(
         holder.token(),
+        guard.token(),
+        "the holder's token is the guard's"
+    );
+    assert_eq!(
+        holder.owner(),
         guard.owner(),
-        "the holder is the guard's owner"
+        "and both read as the same owner"
     );
     assert!(
         holder

@@ -285,12 +285,12 @@ pub async fn fencing_on_a_store_that_cannot_fence_is_an_error(locks: LockManager
     );
 }
 
-/// `require_shared` refuses to run on a per-process store: the work must not
+/// `shared` refuses to run on a per-process store: the work must not
 /// run twice across the fleet because a Redis setup was forgotten.
-pub async fn require_shared_matches_the_manager(locks: LockManager) {
+pub async fn shared_matches_the_manager(locks: LockManager) {
     let out = locks
         .lock("shared-only", LONG)
-        .require_shared()
+        .shared()
         .run(async { Ok::<_, Error>(()) })
         .await;
     if locks.is_shared() {
@@ -303,7 +303,7 @@ pub async fn require_shared_matches_the_manager(locks: LockManager) {
         let vouched = locks.clone().declared_shared();
         let out = vouched
             .lock("shared-only", LONG)
-            .require_shared()
+            .shared()
             .run(async { Ok::<_, Error>(()) })
             .await
             .expect("declared shared runs it");
@@ -374,10 +374,11 @@ pub async fn current_is_the_running_works_lease(locks: LockManager) {
                 .holder()
                 .await?
                 .expect("held");
-            assert_eq!(lease.owner(), holder.token(), "the lease's owner holds it");
+            assert_eq!(lease.token(), holder.token(), "the lease's token holds it");
+            assert_eq!(lease.owner(), holder.owner(), "and reads as its owner");
             Ok::<_, Error>((
                 lease.key().to_owned(),
-                lease.owner().to_owned(),
+                lease.token().to_owned(),
                 lease.deadline(),
             ))
         })
@@ -407,7 +408,7 @@ macro_rules! lifecycle_contract {
             at_least_holds_after_a_failed_body_too,
             fencing_tokens_strictly_increase_across_holders_and_releases,
             fencing_on_a_store_that_cannot_fence_is_an_error,
-            require_shared_matches_the_manager,
+            shared_matches_the_manager,
             contention_can_be_an_error,
             contradictory_options_are_errors,
             current_is_the_running_works_lease,

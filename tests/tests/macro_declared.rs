@@ -82,18 +82,18 @@ fn declared_lists_every_locked_function_with_its_settings() {
     assert_eq!(lock.wait(), Duration::from_secs(2), "wait");
     assert_eq!(lock.manager(), None, "default manager");
     assert!(
-        !lock.renew() && !lock.fenced() && !lock.shared(),
+        !lock.options().renew && !lock.options().fenced && !lock.options().shared,
         "flags are off unless written"
     );
-    assert_eq!(lock.max_hold(), None, "no max_hold");
+    assert_eq!(lock.options().max_hold, None, "no max_hold");
     assert_eq!(
-        lock.on_lost(),
+        lock.options().on_lost,
         OnLost::Continue,
         "on_lost defaults to continue"
     );
-    assert_eq!(lock.at_least(), None, "no at_least");
+    assert_eq!(lock.options().at_least, None, "no at_least");
     assert_eq!(
-        lock.contended(),
+        lock.options().contended,
         OnContended::ReturnNone,
         "contended defaults to none"
     );
@@ -124,13 +124,21 @@ fn declared_lists_every_locked_function_with_its_settings() {
     assert_eq!(lock.ttl(), Duration::from_millis(250), "ttl");
 
     let lock = find("::every_lease_option");
-    assert!(lock.renew(), "renew");
-    assert_eq!(lock.max_hold(), Some(Duration::from_secs(3600)), "max_hold");
-    assert_eq!(lock.on_lost(), OnLost::Cancel, "on_lost");
-    assert_eq!(lock.at_least(), Some(Duration::from_secs(300)), "at_least");
-    assert!(lock.fenced(), "fenced");
-    assert!(lock.shared(), "shared");
-    assert_eq!(lock.contended(), OnContended::Error, "contended");
+    assert!(lock.options().renew, "renew");
+    assert_eq!(
+        lock.options().max_hold,
+        Some(Duration::from_secs(3600)),
+        "max_hold"
+    );
+    assert_eq!(lock.options().on_lost, OnLost::Cancel, "on_lost");
+    assert_eq!(
+        lock.options().at_least,
+        Some(Duration::from_secs(300)),
+        "at_least"
+    );
+    assert!(lock.options().fenced, "fenced");
+    assert!(lock.options().shared, "shared");
+    assert_eq!(lock.options().contended, OnContended::Error, "contended");
 
     let lines: Vec<u32> = all.iter().map(|lock| lock.line()).collect();
     assert!(lines.is_sorted(), "ordered by file and line: {lines:?}");

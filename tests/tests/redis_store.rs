@@ -460,7 +460,7 @@ async fn awkward_names_work(locks: LockManager) {
             "{name:?} must exclude a second caller"
         );
         let holder = lock.holder().await.expect("holder").expect("held");
-        assert_eq!(holder.token(), guard.owner(), "{name:?}: holder is us");
+        assert_eq!(holder.token(), guard.token(), "{name:?}: holder is us");
         assert!(
             guard.extend(LONG).await.expect("extend"),
             "{name:?}: extend must find our lease"

@@ -34,7 +34,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::{Holder, Result, owner};
+use crate::{Holder, Result, token};
 
 /// Number of shards; a power of two.
 const SHARDS: usize = 32;
@@ -141,13 +141,13 @@ struct Lease {
 /// part needs keeping, inline: no allocation per acquire and less memory per
 /// held lock. Anything else is kept whole.
 enum StoredToken {
-    Own([u8; owner::RANDOM_HEX_LEN]),
+    Own([u8; token::RANDOM_HEX_LEN]),
     Other(Box<str>),
 }
 
 impl StoredToken {
     fn new(token: &str) -> StoredToken {
-        match owner::own_random_part(token) {
+        match token::own_random_part(token) {
             Some(random) => StoredToken::Own(random),
             None => StoredToken::Other(token.into()),
         }
@@ -155,14 +155,14 @@ impl StoredToken {
 
     fn is(&self, token: &str) -> bool {
         match self {
-            StoredToken::Own(random) => owner::own_random_part(token).as_ref() == Some(random),
+            StoredToken::Own(random) => token::own_random_part(token).as_ref() == Some(random),
             StoredToken::Other(stored) => &**stored == token,
         }
     }
 
     fn to_token(&self) -> String {
         match self {
-            StoredToken::Own(random) => owner::own_token(random),
+            StoredToken::Own(random) => token::own_token(random),
             StoredToken::Other(stored) => stored.to_string(),
         }
     }

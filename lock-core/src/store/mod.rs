@@ -75,7 +75,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{Holder, Result};
+use crate::{Error, Holder, Result};
 
 /// A boxed, `Send` future: what [`LockStore`] methods return, so the trait stays object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -280,6 +280,49 @@ pub trait LockStore: Send + Sync + 'static {
     }
 }
 
+/// Checks a TTL against zero and `store`'s range ([`LockStore::max_ttl`]).
+pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
+    let max = store.max_ttl();
+    let reason = if ttl.is_zero() {
+        "a zero ttl expires at once; give the longest time the work may take, \
+         for example 30s"
+            .to_owned()
+    } else if ttl > max {
+        format!("the store keeps leases for at most {max:?}; use a shorter ttl")
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidTtl {
+        key: key.to_owned(),
+        ttl,
+        reason,
+    })
+}
+
+/// `ttl` rounded up to a whole multiple of `store`'s resolution
+/// ([`LockStore::ttl_resolution`]): what the store is asked to keep, never
+/// less than what the caller asked for.
+pub(crate) fn store_ttl(ttl: Duration, store: &dyn LockStore) -> Duration {
+    round_up(ttl, store.ttl_resolution())
+}
+
+fn round_up(ttl: Duration, resolution: Duration) -> Duration {
+    let step = resolution.as_nanos();
+    if step == 0 {
+        return ttl;
+    }
+    let over = ttl.as_nanos() % step;
+    if over == 0 {
+        return ttl;
+    }
+    // `step - over` is below the resolution, which fits in u64 nanoseconds
+    // for any resolution under 584 years.
+    match u64::try_from(step - over) {
+        Ok(short) => ttl.saturating_add(Duration::from_nanos(short)),
+        Err(_) => ttl,
+    }
+}
+
 impl<S: LockStore + ?Sized> LockStore for Arc<S> {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         (**self).acquire(request)
@@ -332,5 +375,40 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
         (**self).release_now(key, token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_is_checked_against_zero_and_the_store_range() {
+        let store = MemoryStore::new();
+        assert!(validate_ttl("k", Duration::from_secs(1), &store).is_ok());
+        assert!(matches!(
+            validate_ttl("k", Duration::ZERO, &store),
+            Err(Error::InvalidTtl { .. })
+        ));
+        assert!(matches!(
+            validate_ttl("k", store.max_ttl() + Duration::from_secs(1), &store),
+            Err(Error::InvalidTtl { .. })
+        ));
+    }
+
+    // Rounding down would let a store keep a lease shorter than asked.
+    #[test]
+    fn a_ttl_is_rounded_up_to_the_resolution_never_down() {
+        let ms = Duration::from_millis(1);
+        assert_eq!(round_up(Duration::from_micros(1), ms), ms);
+        assert_eq!(round_up(Duration::from_micros(1001), ms), 2 * ms);
+        assert_eq!(round_up(Duration::from_secs(3), ms), Duration::from_secs(3));
+        assert_eq!(
+            round_up(Duration::from_millis(1500), Duration::from_secs(1)),
+            Duration::from_secs(2),
+            "a store keeping whole seconds"
+        );
+        assert_eq!(round_up(Duration::MAX, ms), Duration::MAX, "saturates");
+        assert_eq!(round_up(ms, Duration::ZERO), ms, "no resolution");
     }
 }

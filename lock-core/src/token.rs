@@ -1,4 +1,5 @@
-//! Owner tokens and the [`Holder`] description read back from a store.
+//! Owner tokens: how they are made, and the one place that knows their
+//! format.
 //!
 //! A token is what a store keeps as the lease's value, and the only proof of
 //! ownership release and extend accept. It is 128 bits from the thread-local
@@ -11,17 +12,16 @@
 //! ```
 //!
 //! The random part makes tokens unguessable and unique across processes and
-//! machines; the description lets [`Lock::holder`](crate::Lock::holder) say who
-//! holds a lock.
+//! machines; the description lets [`Holder::owner`](crate::Holder::owner) say
+//! who holds a lock.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 /// Length of the random part of a token, in hex digits (128 bits).
 pub(crate) const RANDOM_HEX_LEN: usize = 32;
 
 /// `host:pid` of this process, computed once.
-fn description_of_this_process() -> &'static str {
+pub(crate) fn description_of_this_process() -> &'static str {
     static DESCRIPTION: OnceLock<String> = OnceLock::new();
     DESCRIPTION.get_or_init(|| {
         let host = gethostname::gethostname();
@@ -90,58 +90,12 @@ pub(crate) fn own_token(random: &[u8; RANDOM_HEX_LEN]) -> String {
     token
 }
 
-/// Who holds a lock, as read from its store.
-///
-/// Returned by [`Lock::holder`](crate::Lock::holder). The remaining TTL is the
-/// store's own view at the moment of the read.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Holder {
-    token: String,
-    remaining: Duration,
-}
-
-impl Holder {
-    /// A holder from the raw token a store keeps and the lease's remaining TTL.
-    ///
-    /// Store implementations build this in [`LockStore::holder`](crate::LockStore::holder).
-    pub fn new(token: impl Into<String>, remaining: Duration) -> Self {
-        Holder {
-            token: token.into(),
-            remaining,
-        }
-    }
-
-    /// The readable part of the owner: `host:pid` for tokens this crate made,
-    /// the whole value for anything else.
-    pub fn owner(&self) -> &str {
-        match self.token.split_once('@') {
-            Some((random, description)) if random.len() == RANDOM_HEX_LEN => description,
-            _ => &self.token,
-        }
-    }
-
-    /// The full owner token, as [`LockGuard::owner`](crate::LockGuard::owner) returns it to the holder.
-    ///
-    /// Knowing it lets a caller compare it with its own guard; it is not a
-    /// secret from the store's administrators, but it is the only proof of
-    /// ownership, so do not publish it.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// How long the lease has left before the store lets it go.
-    pub fn remaining_ttl(&self) -> Duration {
-        self.remaining
-    }
-}
-
-impl std::fmt::Debug for Holder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The token proves ownership: show who, not the proof.
-        f.debug_struct("Holder")
-            .field("owner", &self.owner())
-            .field("remaining_ttl", &self.remaining)
-            .finish()
+/// The readable `host:pid` part of `token` when this crate made it (32 hex
+/// digits, `@`, the description); the whole value for anything else.
+pub(crate) fn owner_of(token: &str) -> &str {
+    match token.split_once('@') {
+        Some((random, description)) if random.len() == RANDOM_HEX_LEN => description,
+        _ => token,
     }
 }
 
@@ -172,19 +126,6 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_shows_the_readable_owner_and_hides_the_token_from_debug() {
-        let token = new_token();
-        let holder = Holder::new(&*token, Duration::from_secs(3));
-        assert_eq!(holder.owner(), description_of_this_process());
-        assert_eq!(holder.token(), &*token);
-        let debug = format!("{holder:?}");
-        assert!(
-            !debug.contains(&token[..32]),
-            "Debug must not print the token: {debug}"
-        );
-    }
-
-    #[test]
     fn an_own_token_round_trips_through_its_random_part() {
         let token = new_token();
         let random = own_random_part(&token).expect("made by this process");
@@ -196,11 +137,5 @@ mod tests {
             None,
             "another process's token is not ours"
         );
-    }
-
-    #[test]
-    fn a_foreign_value_is_shown_whole() {
-        let holder = Holder::new("someone-else", Duration::from_secs(1));
-        assert_eq!(holder.owner(), "someone-else");
     }
 }

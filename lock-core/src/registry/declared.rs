@@ -1,125 +1,11 @@
-//! The application-wide registry: which [`LockManager`] locks use.
-//!
-//! `#[locked]` functions and library code that takes no manager argument ask
-//! the registry for one. Resolution order, first match wins:
-//!
-//! 1. a task-local override set with [`with_manager`] (tests use it, so they
-//!    never fight over globals);
-//! 2. for [`manager_named`], the manager installed under that name with
-//!    [`install_named`]; for [`manager`], the default one installed with
-//!    [`install`];
-//! 3. for [`manager`] only, a per-process memory manager, announced once at
-//!    WARN because its locks do not exclude other processes.
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-//! use lock_core::{registry, LockManager};
-//!
-//! // At startup, once:
-//! registry::install(LockManager::memory().with_prefix("app:"))?;
-//! assert_eq!(registry::manager().prefix(), "app:");
-//!
-//! // In a test, without touching the global:
-//! let own = LockManager::memory().with_prefix("test:");
-//! registry::with_manager(own, async {
-//!     assert_eq!(registry::manager().prefix(), "test:");
-//! })
-//! .await;
-//! # Ok(()) }
-//! ```
+//! The catalogue of declared locks: every `#[locked]` function in the
+//! binary ([`declared`]), and the boot-time check of them against the
+//! installed managers and each other ([`verify`]).
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::sync::{OnceLock, PoisonError, RwLock};
+use std::time::Duration;
 
-use crate::__private::Options;
-use crate::{Error, LockManager, OnLost, Result};
-
-tokio::task_local! {
-    static OVERRIDE: LockManager;
-}
-
-static DEFAULT: OnceLock<LockManager> = OnceLock::new();
-static FALLBACK: OnceLock<LockManager> = OnceLock::new();
-static NAMED: RwLock<Option<HashMap<String, LockManager>>> = RwLock::new(None);
-
-/// Installs the default manager, the one [`manager`] returns.
-///
-/// Call it once, at startup, before the first lock is taken.
-///
-/// # Errors
-///
-/// [`Error::AlreadyInstalled`] when a default manager is already installed:
-/// the first one stays, so locks never switch stores mid-run.
-pub fn install(manager: LockManager) -> Result<()> {
-    DEFAULT.set(manager).map_err(|_| Error::AlreadyInstalled)
-}
-
-/// Installs a manager under `name`, for `#[locked(manager = "name")]` and
-/// [`manager_named`].
-///
-/// # Errors
-///
-/// [`Error::NameTaken`] when a manager is already installed under `name`.
-pub fn install_named(name: impl Into<String>, manager: LockManager) -> Result<()> {
-    let name = name.into();
-    let mut named = NAMED.write().unwrap_or_else(PoisonError::into_inner);
-    let named = named.get_or_insert_with(HashMap::new);
-    if named.contains_key(&name) {
-        return Err(Error::NameTaken { name });
-    }
-    named.insert(name, manager);
-    Ok(())
-}
-
-/// The manager locks use: the task-local override, else the installed default,
-/// else a per-process memory manager (with one WARN saying so).
-pub fn manager() -> LockManager {
-    if let Ok(manager) = OVERRIDE.try_with(LockManager::clone) {
-        return manager;
-    }
-    if let Some(manager) = DEFAULT.get() {
-        return manager.clone();
-    }
-    FALLBACK
-        .get_or_init(|| {
-            tracing::warn!(
-                "no lock manager installed: using a per-process memory store, so locks exclude \
-                 this process only; call lock_core::registry::install(manager) at startup"
-            );
-            LockManager::memory()
-        })
-        .clone()
-}
-
-/// The manager installed under `name` (or the task-local override, which wins
-/// over every installed manager).
-///
-/// # Errors
-///
-/// [`Error::UnknownManager`] when nothing is installed under `name`.
-pub fn manager_named(name: &str) -> Result<LockManager> {
-    if let Ok(manager) = OVERRIDE.try_with(LockManager::clone) {
-        return Ok(manager);
-    }
-    NAMED
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .and_then(|named| named.get(name).cloned())
-        .ok_or_else(|| Error::UnknownManager {
-            name: name.to_owned(),
-        })
-}
-
-/// Runs `future` with `manager` overriding every installed manager, for the
-/// current task only.
-///
-/// Inside, [`manager`] and [`manager_named`] return `manager`. Tasks spawned
-/// from inside do not inherit the override; wrap their futures too.
-pub fn with_manager<F: Future>(manager: LockManager, future: F) -> impl Future<Output = F::Output> {
-    OVERRIDE.scope(manager, future)
-}
+use super::{manager, manager_named};
+use crate::LockOptions;
 
 /// One `#[locked]` function, as the attribute recorded it at compile time.
 ///
@@ -131,29 +17,15 @@ pub struct DeclaredLock {
     pub(crate) name: &'static str,
     pub(crate) literal_name: Option<&'static str>,
     pub(crate) function: &'static str,
-    pub(crate) ttl: std::time::Duration,
-    pub(crate) wait: std::time::Duration,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
     pub(crate) manager: Option<&'static str>,
-    pub(crate) options: Options,
+    pub(crate) options: LockOptions,
     pub(crate) file: &'static str,
     pub(crate) line: u32,
 }
 
 inventory::collect!(DeclaredLock);
-
-/// What a `#[locked]` call does when somebody else holds the lock for the
-/// whole wait: the attribute's `contended` key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnContended {
-    /// `contended = "none"` (the default): the call returns `Ok(None)`, and
-    /// the return type is wrapped in `Option`.
-    #[default]
-    ReturnNone,
-    /// `contended = "error"`: the call returns [`Error::Contended`] through
-    /// the function's error type, and the declared return type is kept.
-    Error,
-}
 
 impl DeclaredLock {
     /// The lock name template as written (`"reports:{tenant}"`), or the
@@ -175,12 +47,12 @@ impl DeclaredLock {
     }
 
     /// The `ttl` key: how long each lease lasts unless released first.
-    pub fn ttl(&self) -> std::time::Duration {
+    pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// The `wait` key: how long a call waits for the lock; zero when it does not wait.
-    pub fn wait(&self) -> std::time::Duration {
+    pub fn wait(&self) -> Duration {
         self.wait
     }
 
@@ -190,43 +62,11 @@ impl DeclaredLock {
         self.manager
     }
 
-    /// The `renew` flag: the lease is extended every `ttl / 3` while the
-    /// body runs.
-    pub fn renew(&self) -> bool {
-        self.options.renew
-    }
-
-    /// The `max_hold` key: renewal stops this long after acquisition; `None`
-    /// when renewal is not capped (or there is none).
-    pub fn max_hold(&self) -> Option<std::time::Duration> {
-        self.options.max_hold
-    }
-
-    /// The `on_lost` key: what the body does when its lease is lost.
-    pub fn on_lost(&self) -> OnLost {
-        self.options.on_lost
-    }
-
-    /// The `at_least` key: how long the claim stands after acquisition even
-    /// when the body ends sooner; `None` when release ends it.
-    pub fn at_least(&self) -> Option<std::time::Duration> {
-        self.options.at_least
-    }
-
-    /// The `fenced` flag: each acquisition gets a fencing token.
-    pub fn fenced(&self) -> bool {
-        self.options.fenced
-    }
-
-    /// The `shared` flag: calls refuse to run on a per-process store, and
-    /// [`verify`] reports a manager that is not shared.
-    pub fn shared(&self) -> bool {
-        self.options.shared
-    }
-
-    /// The `contended` key: `Ok(None)` or an error when the lock is held.
-    pub fn contended(&self) -> OnContended {
-        self.options.contended
+    /// The lease options the attribute gave (`renew`, `max_hold`,
+    /// `on_lost`, `at_least`, `fenced`, `shared`, `contended`), as the
+    /// [`Lock`](crate::Lock) each call builds uses them.
+    pub fn options(&self) -> &LockOptions {
+        &self.options
     }
 
     /// The source file of the attribute.
@@ -461,9 +301,7 @@ impl std::fmt::Display for Problems {
 impl std::error::Error for Problems {}
 
 #[cfg(test)]
-mod declared_tests {
-    use std::time::Duration;
-
+mod tests {
     use super::*;
 
     fn leak(
@@ -479,7 +317,7 @@ mod declared_tests {
             ttl: Duration::from_secs(ttl),
             wait: Duration::ZERO,
             manager,
-            options: Options::DEFAULT,
+            options: LockOptions::DEFAULT,
             file: "src/jobs.rs",
             line: 1,
         }))
@@ -487,9 +325,9 @@ mod declared_tests {
 
     fn leak_shared(function: &'static str, manager: Option<&'static str>) -> &'static DeclaredLock {
         Box::leak(Box::new(DeclaredLock {
-            options: Options {
+            options: LockOptions {
                 shared: true,
-                ..Options::DEFAULT
+                ..LockOptions::DEFAULT
             },
             ..*leak(Some(function), function, 10, manager)
         }))

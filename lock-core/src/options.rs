@@ -1,0 +1,143 @@
+//! [`LockOptions`]: every option of a lock, in one place.
+//!
+//! The same type is what the [`Lock`](crate::Lock) builder fills in, what a
+//! `#[locked]` function's expansion writes as a constant, and what
+//! [`registry::DeclaredLock::options`](crate::registry::DeclaredLock::options)
+//! reports, so the attribute, the catalogue of declared locks and the
+//! runtime cannot drift apart. Adding an option means a field here (with its
+//! default in [`LockOptions::DEFAULT`] and its check in `check`), a builder
+//! method on `Lock`, and a row in the attribute's key table.
+
+use std::time::Duration;
+
+use crate::{Error, LockManager, Result};
+
+/// What locked work does when its lease is lost while it runs.
+///
+/// A lease is lost when a renewal finds it gone (expired, or force-released
+/// from outside) or when its local deadline passes without a renewal. Set
+/// with [`Lock::on_lost`](crate::Lock::on_lost), or `on_lost = "..."` on
+/// `#[locked]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Log at ERROR and let the work finish (the default). The work may then
+    /// run alongside the next holder.
+    #[default]
+    Continue,
+    /// Drop the work at that moment and return [`Error::LeaseLost`].
+    Cancel,
+}
+
+/// What taking a lock does when somebody else holds it for the whole wait.
+///
+/// Set with [`Lock::on_contended`](crate::Lock::on_contended), or
+/// `contended = "..."` on `#[locked]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnContended {
+    /// `Ok(None)` (the default): [`Lock::acquire`](crate::Lock::acquire) and
+    /// [`Lock::run`](crate::Lock::run) say "not ours" without an error, and
+    /// a `#[locked]` function's return type is wrapped in `Option`.
+    #[default]
+    ReturnNone,
+    /// [`Error::Contended`]: for work that must happen, just not twice at
+    /// once. A `#[locked]` function keeps its declared return type.
+    Error,
+}
+
+/// The options of a lock, all off by default.
+///
+/// Built through the [`Lock`](crate::Lock) builder (`.renew()`,
+/// `.max_hold(d)`...), or whole, in a constant:
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::{LockOptions, OnLost};
+///
+/// const NIGHTLY: LockOptions = LockOptions {
+///     renew: true,
+///     max_hold: Some(Duration::from_secs(4 * 3600)),
+///     on_lost: OnLost::Cancel,
+///     ..LockOptions::DEFAULT
+/// };
+/// # let _ = NIGHTLY;
+/// ```
+///
+/// Contradictions (`max_hold` without `renew`, `at_least` longer than the
+/// TTL) are refused with [`Error::InvalidOptions`] when the lock is taken;
+/// `#[locked]` refuses them at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOptions {
+    /// Extend the lease every `ttl / 3` while [`run`](crate::Lock::run)'s
+    /// work runs ([`Lock::renew`](crate::Lock::renew)).
+    pub renew: bool,
+    /// Never renew past acquisition + this ([`Lock::max_hold`](crate::Lock::max_hold)).
+    pub max_hold: Option<Duration>,
+    /// What locked work does when its lease is lost.
+    pub on_lost: OnLost,
+    /// The claim stands until acquisition + this, even when the work ends
+    /// sooner ([`Lock::at_least`](crate::Lock::at_least)).
+    pub at_least: Option<Duration>,
+    /// Hand out fencing tokens ([`Lock::fenced`](crate::Lock::fenced)).
+    pub fenced: bool,
+    /// Refuse per-process stores ([`Lock::shared`](crate::Lock::shared)).
+    pub shared: bool,
+    /// What taking the lock does when somebody else holds it.
+    pub contended: OnContended,
+}
+
+impl LockOptions {
+    /// Every option off.
+    pub const DEFAULT: LockOptions = LockOptions {
+        renew: false,
+        max_hold: None,
+        on_lost: OnLost::Continue,
+        at_least: None,
+        fenced: false,
+        shared: false,
+        contended: OnContended::ReturnNone,
+    };
+
+    /// Refuses options that contradict each other, or that the manager's
+    /// store cannot give.
+    pub(crate) fn check(&self, key: &str, ttl: Duration, manager: &LockManager) -> Result<()> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidOptions {
+                key: key.to_owned(),
+                reason,
+            })
+        };
+        if self.max_hold.is_some() && !self.renew {
+            return invalid(
+                "max_hold caps renewal, but the lock does not renew; add renew() or drop max_hold"
+                    .to_owned(),
+            );
+        }
+        if let Some(at_least) = self.at_least
+            && at_least > ttl
+        {
+            return invalid(format!(
+                "at_least ({at_least:?}) is longer than the ttl ({ttl:?}), so the claim could not \
+                 stand that long; raise the ttl to at least {at_least:?}"
+            ));
+        }
+        if self.fenced && !manager.store().fencing() {
+            return Err(Error::FencingUnsupported {
+                key: key.to_owned(),
+            });
+        }
+        if self.shared && !manager.is_shared() {
+            return Err(Error::NotShared {
+                key: key.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions::DEFAULT
+    }
+}

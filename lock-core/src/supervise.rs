@@ -1,0 +1,160 @@
+//! Supervising locked work: the lease is watched (and renewed) beside the
+//! work, its loss is acted on, and it is given back when the work ends.
+//!
+//! ```text
+//! run(work) --acquire--> guard --+--> work (with its Lease as current())
+//!                                |
+//!                                +--> watch: sleep ttl/3, extend, ... until
+//!                                     the lease's local deadline or a
+//!                                     renewal that finds it gone
+//!                                |
+//! work ends ---------------------+--> release (the work's result wins)
+//! lease lost, OnLost::Cancel ----+--> work dropped, lease given back,
+//!                                     Err(LeaseLost)
+//! ```
+
+use std::future::Future;
+
+use tokio::time::Instant;
+
+use crate::lease::Lease;
+use crate::store::store_ttl;
+use crate::{Error, Lock, LockGuard, OnLost, Result};
+
+/// Runs `work` under `guard`: watches (and renews) the lease, reacts to its
+/// loss, then gives it back. The work's result always wins.
+pub(crate) async fn run_held<T, E, W>(lock: &Lock, mut guard: LockGuard, work: W) -> Result<T, E>
+where
+    W: Future<Output = Result<T, E>> + Unpin,
+    E: From<Error>,
+{
+    let options = lock.options();
+    let key = lock.key();
+    let lease = guard.lease();
+    let outcome = {
+        let mut work = std::pin::pin!(lease.scope(work));
+        // Only renewal and cancellation need a watcher running beside the
+        // work; otherwise the lease's own deadline is all there is to know,
+        // and `Lease::lost` waits for it by itself.
+        let watched = options.renew || options.on_lost == OnLost::Cancel;
+        let finished = if watched {
+            tokio::select! {
+                biased;
+                outcome = &mut work => Some(outcome),
+                () = watch(lock, &guard, &lease) => None,
+            }
+        } else {
+            let outcome = (&mut work).await;
+            if lease.is_lost() {
+                log_lost_and_continued(key, &guard);
+            }
+            Some(outcome)
+        };
+        match finished {
+            Some(outcome) => Some(outcome),
+            // Leaving this block drops the work, before anything else is
+            // awaited: it cannot run on while the lease is given back.
+            None if options.on_lost == OnLost::Cancel => None,
+            None => {
+                log_lost_and_continued(key, &guard);
+                Some(work.await)
+            }
+        }
+    };
+    let Some(outcome) = outcome else {
+        let held = guard.held_for();
+        tracing::error!(key = %key, held_ms = held.as_millis() as u64, "lock lease lost: cancelled the work");
+        // The local deadline passes a clock margin before the store's, so the
+        // lease may still be ours: give it back now rather than make the next
+        // holder wait out the rest of it.
+        if let Err(error) = guard.give_back().await {
+            tracing::warn!(key = %key, %error, "could not give back a lost lease; it ends at its ttl");
+        }
+        return Err(E::from(Error::LeaseLost {
+            key: key.to_owned(),
+            held,
+        }));
+    };
+    if let Err(error) = guard.release().await {
+        tracing::warn!(
+            key = %key,
+            %error,
+            "could not release the lock after the work finished; it ends at its ttl"
+        );
+    }
+    outcome
+}
+
+/// Resolves when the lease is lost, after marking `lease` lost. Renews the
+/// lease meanwhile when asked to; each successful renewal moves the lease's
+/// deadline (the guard does that in [`LockGuard::extend`]).
+///
+/// The lease's local deadline is a hard limit: a renewal still in flight
+/// when it passes (the store stalled, the network dropped our packets) does
+/// not hold the work up, because by then the store may already have handed
+/// the lease to someone else.
+async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
+    let options = lock.options();
+    let ttl = lock.ttl();
+    let store = lock.manager().store();
+    let hold_end = options
+        .max_hold
+        .and_then(|max_hold| guard.started().checked_add(max_hold));
+    let mut renewing = options.renew;
+    loop {
+        let deadline = lease.deadline();
+        if !renewing {
+            tokio::time::sleep_until(deadline).await;
+            lease.mark_lost();
+            return;
+        }
+        let next = Instant::now()
+            .checked_add(ttl / 3)
+            .map_or(deadline, |next| next.min(deadline));
+        tokio::time::sleep_until(next).await;
+        let sent = Instant::now();
+        if sent >= deadline {
+            lease.mark_lost();
+            return;
+        }
+        // Never renew past acquisition + max_hold.
+        let extension = match hold_end {
+            Some(end) => ttl.min(end.saturating_duration_since(sent)),
+            None => ttl,
+        };
+        if extension.is_zero() {
+            tracing::warn!(key = %lock.key(), "lock reached its max_hold: no longer renewing");
+            renewing = false;
+            continue;
+        }
+        let extended = tokio::select! {
+            biased;
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::warn!(key = %lock.key(), "a lock renewal was still in flight at the lease's deadline");
+                lease.mark_lost();
+                return;
+            }
+            extended = guard.extend(store_ttl(extension, &**store)) => extended,
+        };
+        match extended {
+            Ok(true) => {}
+            Ok(false) => {
+                lease.mark_lost();
+                return;
+            }
+            Err(error) => {
+                // Keep trying until the deadline: the store may be back.
+                tracing::warn!(key = %lock.key(), %error, "could not renew the lock; retrying until its deadline");
+            }
+        }
+    }
+}
+
+/// The ERROR a lost lease under [`OnLost::Continue`] is reported with.
+fn log_lost_and_continued(key: &str, guard: &LockGuard) {
+    tracing::error!(
+        key = %key,
+        held_ms = guard.held_for().as_millis() as u64,
+        "lock lease lost while the work runs on; another holder may run alongside it"
+    );
+}
