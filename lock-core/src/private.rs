@@ -17,8 +17,12 @@ use crate::{Error, Lock, LockManager, LockOptions, Result};
 /// user depending on `inventory`.
 pub use inventory;
 
-/// The name older expansions use for [`LockOptions`].
-pub type Options = LockOptions;
+/// Present in the lock-core every `#[locked]` of lock-macros 0.1 expands
+/// against. An expansion names it, so a lock-macros of another version
+/// (whose expansion may call into this module differently) fails to compile,
+/// naming this constant, instead of misbehaving: use the lock-macros that
+/// lock-core re-exports (`lock_core::locked`).
+pub const LOCK_MACROS_0_1: () = ();
 
 /// The declared-lock record of one `#[locked]` function; `const` so it can
 /// live in a link-time registration.
@@ -333,6 +337,22 @@ mod tests {
         let boxed: Box<dyn std::error::Error + Send + Sync> =
             FromLockError::from_lock_error(Error::AlreadyInstalled);
         assert!(boxed.to_string().contains("already installed"), "{boxed}");
+    }
+
+    // The constant expansions name carries this crate's own major.minor
+    // version (the two crates are released together): a release that
+    // forgets to rename it would let a mismatched attribute compile.
+    #[test]
+    fn the_version_expansions_check_is_this_crates_version() {
+        let () = LOCK_MACROS_0_1;
+        assert_eq!(
+            (
+                env!("CARGO_PKG_VERSION_MAJOR"),
+                env!("CARGO_PKG_VERSION_MINOR")
+            ),
+            ("0", "1"),
+            "rename LOCK_MACROS_0_1 to this version, here and nowhere else"
+        );
     }
 
     // The record must carry exactly what the attribute wrote.

@@ -1,11 +1,16 @@
-//! Parsing the attribute's arguments: `key = "value"` pairs (`name`, `ttl`,
-//! `wait`, `manager`, `max_hold`, `on_lost`, `at_least`, `contended`,
-//! `crate`) and bare flags (`renew`, `fenced`, `shared`).
+//! Parsing the attribute's arguments, driven by one table of keys.
 //!
-//! Parsing only checks the shape of each pair or flag and keeps the string
-//! literals and flag idents (for their spans); what the values mean is checked in
-//! [`validate`](crate::validate). Every problem is collected, so one compile
-//! reports all of them.
+//! [`KEYS`] lists every key the attribute takes, with its kind (free text, a
+//! duration, a flag, or one of a set of words), an example for messages, and
+//! whether it is a field of `lock_core::LockOptions`. Parsing reads
+//! `key = "value"` pairs and bare flags against that table and keeps the
+//! string literals and flag idents (for their spans); what the values mean
+//! is checked in [`validate`](crate::validate). Every problem is collected,
+//! so one compile reports all of them.
+//!
+//! Adding an option to the attribute is one row here (plus its field in
+//! `lock_core::LockOptions`); only a check that involves other keys needs
+//! code in `validate`.
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -14,40 +19,168 @@ use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
 
 use crate::Errors;
 
+/// What kind of value a key takes.
+pub(crate) enum Kind {
+    /// A string used as written (`name`, `manager`, `crate`).
+    Text,
+    /// A duration string; `zero` is the message refusing a zero value, or
+    /// `None` when zero is allowed.
+    Duration { zero: Option<&'static str> },
+    /// A bare flag, on when written.
+    Flag,
+    /// One of a few words, each standing for a value in lock-core.
+    Choice(&'static [Choice]),
+}
+
+/// One word a [`Kind::Choice`] key accepts.
+pub(crate) struct Choice {
+    /// The word, as written in the attribute.
+    pub(crate) word: &'static str,
+    /// What it does, for the message listing the choices.
+    pub(crate) means: &'static str,
+    /// The lock-core path it stands for, below the crate root.
+    pub(crate) path: &'static str,
+}
+
+/// One key of the attribute.
+pub(crate) struct Key {
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
+    /// A value to show in messages, as it would be written.
+    pub(crate) example: &'static str,
+    /// Whether the key is the `lock_core::LockOptions` field of the same
+    /// name, emitted into the function's options constant.
+    pub(crate) option: bool,
+}
+
 /// Every key the attribute takes, in the order the docs list them.
-pub(crate) const KEYS: &[&str] = &[
-    "name",
-    "ttl",
-    "wait",
-    "manager",
-    "renew",
-    "max_hold",
-    "on_lost",
-    "at_least",
-    "fenced",
-    "shared",
-    "contended",
-    "crate",
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "name",
+        kind: Kind::Text,
+        example: "\"reports:{tenant}\"",
+        option: false,
+    },
+    Key {
+        name: "ttl",
+        kind: Kind::Duration {
+            zero: Some(
+                "a zero `ttl` expires at once: give the longest time the work may take, like \"30s\"",
+            ),
+        },
+        example: "\"30s\"",
+        option: false,
+    },
+    Key {
+        name: "wait",
+        kind: Kind::Duration { zero: None },
+        example: "\"2s\"",
+        option: false,
+    },
+    Key {
+        name: "manager",
+        kind: Kind::Text,
+        example: "\"billing\"",
+        option: false,
+    },
+    Key {
+        name: "renew",
+        kind: Kind::Flag,
+        example: "",
+        option: true,
+    },
+    Key {
+        name: "max_hold",
+        kind: Kind::Duration {
+            zero: Some(
+                "a zero `max_hold` stops renewal before it starts: give the longest the body may hold the lock, like \"1h\", or drop `renew` and `max_hold`",
+            ),
+        },
+        example: "\"1h\"",
+        option: true,
+    },
+    Key {
+        name: "on_lost",
+        kind: Kind::Choice(&[
+            Choice {
+                word: "cancel",
+                means: "drop the body and return `Err(LeaseLost)` as soon as the lease is known lost",
+                path: "OnLost::Cancel",
+            },
+            Choice {
+                word: "continue",
+                means: "log at ERROR and let the body finish; the default",
+                path: "OnLost::Continue",
+            },
+        ]),
+        example: "\"cancel\"",
+        option: true,
+    },
+    Key {
+        name: "at_least",
+        kind: Kind::Duration {
+            zero: Some(
+                "a zero `at_least` keeps no claim after the body ends: drop it, or give how long the claim must stand, like \"1m\"",
+            ),
+        },
+        example: "\"1m\"",
+        option: true,
+    },
+    Key {
+        name: "fenced",
+        kind: Kind::Flag,
+        example: "",
+        option: true,
+    },
+    Key {
+        name: "shared",
+        kind: Kind::Flag,
+        example: "",
+        option: true,
+    },
+    Key {
+        name: "contended",
+        kind: Kind::Choice(&[
+            Choice {
+                word: "none",
+                means: "a held lock makes the call return `Ok(None)`; the default",
+                path: "OnContended::ReturnNone",
+            },
+            Choice {
+                word: "error",
+                means: "it returns `Err(Contended)` through the function's error type, and the return type is kept as declared",
+                path: "OnContended::Error",
+            },
+        ]),
+        example: "\"error\"",
+        option: true,
+    },
+    Key {
+        name: "crate",
+        kind: Kind::Text,
+        example: "\"my_lock_core\"",
+        option: false,
+    },
 ];
 
-/// The keys that are flags: written bare, with no value.
-const FLAGS: &[&str] = &["renew", "fenced", "shared"];
+/// The table row of `name`. Every name the crate asks for is in the table;
+/// an unknown one is a bug here, caught by this crate's tests.
+pub(crate) fn key(name: &str) -> &'static Key {
+    KEYS.iter()
+        .find(|key| key.name == name)
+        .unwrap_or_else(|| unreachable!("`{name}` is not in the key table"))
+}
 
-/// The attribute's arguments as written.
+/// A value as written: a string literal, or a flag's ident.
+pub(crate) enum Value {
+    Text(LitStr),
+    Flag(Ident),
+}
+
+/// The attribute's arguments as written, each against its table row.
 #[derive(Default)]
 pub(crate) struct Args {
-    pub(crate) name: Option<LitStr>,
-    pub(crate) ttl: Option<LitStr>,
-    pub(crate) wait: Option<LitStr>,
-    pub(crate) manager: Option<LitStr>,
-    pub(crate) renew: Option<Ident>,
-    pub(crate) max_hold: Option<LitStr>,
-    pub(crate) on_lost: Option<LitStr>,
-    pub(crate) at_least: Option<LitStr>,
-    pub(crate) fenced: Option<Ident>,
-    pub(crate) shared: Option<Ident>,
-    pub(crate) contended: Option<LitStr>,
-    pub(crate) krate: Option<LitStr>,
+    values: Vec<(&'static Key, Value)>,
     /// Keys that were written, even with a bad value or misspelt (as the key
     /// they were closest to), so a wrong `ttl` is not also reported missing.
     pub(crate) written: Vec<&'static str>,
@@ -62,7 +195,7 @@ impl Args {
             return args;
         }
         let parser = syn::meta::parser(|meta| {
-            let Some(key) = meta.path.get_ident().cloned() else {
+            let Some(ident) = meta.path.get_ident().cloned() else {
                 errors.push(syn::Error::new_spanned(
                     &meta.path,
                     format!("unknown key: #[locked] takes {}", key_list()),
@@ -70,41 +203,34 @@ impl Args {
                 skip_value(&meta)?;
                 return Ok(());
             };
-            let key_name = key.to_string();
-            let Some(known) = KEYS.iter().copied().find(|known| *known == key_name) else {
-                args.written.extend(closest_key(&key_name));
-                errors.push(unknown_key(&key));
+            let written = ident.to_string();
+            let Some(key) = KEYS.iter().find(|key| key.name == written) else {
+                args.written.extend(closest_key(&written));
+                errors.push(unknown_key(&ident));
                 skip_value(&meta)?;
                 return Ok(());
             };
-            args.written.push(known);
-            if FLAGS.contains(&known) {
-                if !flag(&meta, &key, errors)? {
-                    return Ok(());
+            args.written.push(key.name);
+            let value = match key.kind {
+                Kind::Flag => {
+                    if !flag(&meta, &ident, errors)? {
+                        return Ok(());
+                    }
+                    Value::Flag(ident.clone())
                 }
-                let slot = match known {
-                    "renew" => &mut args.renew,
-                    "fenced" => &mut args.fenced,
-                    _ => &mut args.shared,
-                };
-                set_once(slot, &key, key.clone(), errors);
-                return Ok(());
+                _ => match string_value(&meta, key, &ident, errors)? {
+                    Some(text) => Value::Text(text),
+                    None => return Ok(()),
+                },
+            };
+            if args.values.iter().any(|(given, _)| given.name == key.name) {
+                errors.push(syn::Error::new(
+                    ident.span(),
+                    format!("`{ident}` is given twice: keep one of them"),
+                ));
+            } else {
+                args.values.push((key, value));
             }
-            let Some(value) = string_value(&meta, &key, errors)? else {
-                return Ok(());
-            };
-            let slot = match known {
-                "name" => &mut args.name,
-                "ttl" => &mut args.ttl,
-                "wait" => &mut args.wait,
-                "manager" => &mut args.manager,
-                "max_hold" => &mut args.max_hold,
-                "on_lost" => &mut args.on_lost,
-                "at_least" => &mut args.at_least,
-                "contended" => &mut args.contended,
-                _ => &mut args.krate,
-            };
-            set_once(slot, &key, value, errors);
             Ok(())
         });
         if let Err(error) = parser.parse2(tokens) {
@@ -112,17 +238,26 @@ impl Args {
         }
         args
     }
-}
 
-/// Stores `value` in `slot` unless the key was given already.
-fn set_once<T>(slot: &mut Option<T>, key: &Ident, value: T, errors: &mut Errors) {
-    if slot.is_some() {
-        errors.push(syn::Error::new(
-            key.span(),
-            format!("`{key}` is given twice: keep one of them"),
-        ));
-    } else {
-        *slot = Some(value);
+    /// The string given for the key `name`, if any.
+    pub(crate) fn text(&self, name: &str) -> Option<&LitStr> {
+        self.values.iter().find_map(|(key, value)| match value {
+            Value::Text(text) if key.name == name => Some(text),
+            _ => None,
+        })
+    }
+
+    /// The flag `name`, if written.
+    pub(crate) fn flag(&self, name: &str) -> Option<&Ident> {
+        self.values.iter().find_map(|(key, value)| match value {
+            Value::Flag(ident) if key.name == name => Some(ident),
+            _ => None,
+        })
+    }
+
+    /// Every key given, in the order written, with its value.
+    pub(crate) fn given(&self) -> impl Iterator<Item = &(&'static Key, Value)> {
+        self.values.iter()
     }
 }
 
@@ -157,13 +292,14 @@ fn flag(
 /// too malformed to go on.
 fn string_value(
     meta: &syn::meta::ParseNestedMeta<'_>,
+    row: &Key,
     key: &Ident,
     errors: &mut Errors,
 ) -> syn::Result<Option<LitStr>> {
     if !meta.input.peek(Token![=]) {
         errors.push(syn::Error::new(
             key.span(),
-            format!("`{key}` needs a value: write `{key} = {}`", example(key)),
+            format!("`{key}` needs a value: write `{key} = {}`", row.example),
         ));
         skip_value(meta)?;
         return Ok(None);
@@ -176,24 +312,19 @@ fn string_value(
     {
         return Ok(Some(text));
     }
-    let hint = match &value {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(number),
-            ..
-        }) if matches!(
-            key.to_string().as_str(),
-            "ttl" | "wait" | "max_hold" | "at_least"
-        ) =>
-        {
-            format!("`{key} = \"{}s\"` for seconds", number.base10_digits())
-        }
-        Expr::Path(path) if matches!(key.to_string().as_str(), "on_lost" | "contended") => {
-            match path.path.get_ident() {
-                Some(word) => format!("`{key} = \"{word}\"`"),
-                None => format!("`{key} = {}`", example(key)),
-            }
-        }
-        _ => format!("`{key} = {}`", example(key)),
+    let hint = match (&value, &row.kind) {
+        (
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(number),
+                ..
+            }),
+            Kind::Duration { .. },
+        ) => format!("`{key} = \"{}s\"` for seconds", number.base10_digits()),
+        (Expr::Path(path), Kind::Choice(_)) => match path.path.get_ident() {
+            Some(word) => format!("`{key} = \"{word}\"`"),
+            None => format!("`{key} = {}`", row.example),
+        },
+        _ => format!("`{key} = {}`", row.example),
     };
     errors.push(syn::Error::new_spanned(
         value,
@@ -213,22 +344,8 @@ fn skip_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
     Ok(())
 }
 
-fn example(key: &Ident) -> &'static str {
-    match key.to_string().as_str() {
-        "name" => "\"reports:{tenant}\"",
-        "ttl" => "\"30s\"",
-        "wait" => "\"2s\"",
-        "manager" => "\"billing\"",
-        "max_hold" => "\"1h\"",
-        "on_lost" => "\"cancel\"",
-        "at_least" => "\"1m\"",
-        "contended" => "\"error\"",
-        _ => "\"my_lock_core\"",
-    }
-}
-
 fn key_list() -> String {
-    let quoted: Vec<String> = KEYS.iter().map(|key| format!("`{key}`")).collect();
+    let quoted: Vec<String> = KEYS.iter().map(|key| format!("`{}`", key.name)).collect();
     quoted.join(", ")
 }
 
@@ -247,7 +364,7 @@ fn unknown_key(key: &Ident) -> syn::Error {
 /// The known key closest to `written`, if it is close enough to be a typo.
 pub(crate) fn closest_key(written: &str) -> Option<&'static str> {
     KEYS.iter()
-        .map(|key| (edit_distance(written, key), *key))
+        .map(|key| (edit_distance(written, key.name), key.name))
         .filter(|(distance, key)| *distance <= 2 && *distance < key.len())
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, key)| key)
@@ -307,12 +424,12 @@ mod tests {
             crate = "x"
         ));
         assert!(errors.is_empty(), "no errors expected: {errors:?}");
-        let value = |slot: &Option<LitStr>| slot.as_ref().map(LitStr::value);
-        assert_eq!(value(&args.name).as_deref(), Some("a:{b}"), "name");
-        assert_eq!(value(&args.ttl).as_deref(), Some("10m"), "ttl");
-        assert_eq!(value(&args.wait).as_deref(), Some("2s"), "wait");
-        assert_eq!(value(&args.manager).as_deref(), Some("m"), "manager");
-        assert_eq!(value(&args.krate).as_deref(), Some("x"), "crate");
+        let value = |name: &str| args.text(name).map(LitStr::value);
+        assert_eq!(value("name").as_deref(), Some("a:{b}"), "name");
+        assert_eq!(value("ttl").as_deref(), Some("10m"), "ttl");
+        assert_eq!(value("wait").as_deref(), Some("2s"), "wait");
+        assert_eq!(value("manager").as_deref(), Some("m"), "manager");
+        assert_eq!(value("crate").as_deref(), Some("x"), "crate");
     }
 
     // One compile must report every mistake, not the first one only.
@@ -325,7 +442,7 @@ mod tests {
         assert!(errors[2].contains("`wait` needs a value"), "{}", errors[2]);
         assert!(errors[3].contains("`name` is given twice"), "{}", errors[3]);
         assert_eq!(
-            args.name.map(|name| name.value()).as_deref(),
+            args.text("name").map(LitStr::value).as_deref(),
             Some("a"),
             "the first of a duplicated key is kept"
         );
@@ -357,18 +474,14 @@ mod tests {
             contended = "error"
         ));
         assert!(errors.is_empty(), "no errors expected: {errors:?}");
-        let value = |slot: &Option<LitStr>| slot.as_ref().map(LitStr::value);
-        assert!(args.renew.is_some(), "renew");
-        assert!(args.fenced.is_some(), "fenced");
-        assert!(args.shared.is_some(), "shared");
-        assert_eq!(value(&args.max_hold).as_deref(), Some("1h"), "max_hold");
-        assert_eq!(value(&args.on_lost).as_deref(), Some("cancel"), "on_lost");
-        assert_eq!(value(&args.at_least).as_deref(), Some("30s"), "at_least");
-        assert_eq!(
-            value(&args.contended).as_deref(),
-            Some("error"),
-            "contended"
-        );
+        let value = |name: &str| args.text(name).map(LitStr::value);
+        assert!(args.flag("renew").is_some(), "renew");
+        assert!(args.flag("fenced").is_some(), "fenced");
+        assert!(args.flag("shared").is_some(), "shared");
+        assert_eq!(value("max_hold").as_deref(), Some("1h"), "max_hold");
+        assert_eq!(value("on_lost").as_deref(), Some("cancel"), "on_lost");
+        assert_eq!(value("at_least").as_deref(), Some("30s"), "at_least");
+        assert_eq!(value("contended").as_deref(), Some("error"), "contended");
     }
 
     // `renew = true` reads naturally but is wrong: the message must say a
@@ -406,9 +519,12 @@ mod tests {
             "{}",
             errors[4]
         );
-        assert!(args.renew.is_none(), "a flag with a value is not set");
         assert!(
-            args.shared.is_some(),
+            args.flag("renew").is_none(),
+            "a flag with a value is not set"
+        );
+        assert!(
+            args.flag("shared").is_some(),
             "the first of a duplicated flag is kept"
         );
     }
@@ -422,5 +538,38 @@ mod tests {
         assert_eq!(closest_key("atleast"), Some("at_least"), "no underscore");
         assert_eq!(closest_key("onlost"), Some("on_lost"), "no underscore");
         assert_eq!(closest_key("shard"), Some("shared"), "missing letter");
+    }
+
+    // The table is the one list of keys: every key has a distinct name, every
+    // value key an example for its messages, and every choice a lock-core
+    // path, so a new row cannot leave a message or an expansion half done.
+    #[test]
+    fn every_row_of_the_key_table_is_complete() {
+        for (index, row) in KEYS.iter().enumerate() {
+            assert!(
+                KEYS[..index].iter().all(|other| other.name != row.name),
+                "`{}` is in the table twice",
+                row.name
+            );
+            match &row.kind {
+                Kind::Flag => assert!(row.example.is_empty(), "a flag has no value to show"),
+                Kind::Choice(choices) => {
+                    assert!(!choices.is_empty(), "`{}` offers no choice", row.name);
+                    for choice in *choices {
+                        assert!(
+                            row.example.contains(choice.word) || choices.len() > 1,
+                            "`{}`: example",
+                            row.name
+                        );
+                        assert!(choice.path.contains("::"), "`{}`: path", choice.word);
+                    }
+                }
+                _ => assert!(
+                    row.example.starts_with('"'),
+                    "`{}` needs a quoted example",
+                    row.name
+                ),
+            }
+        }
     }
 }

@@ -37,9 +37,9 @@ use syn::{
 };
 
 use crate::Errors;
-use crate::args::Args;
+use crate::args::{Args, KEYS};
 use crate::template::{self, Piece};
-use crate::validate::{Name, Settings};
+use crate::validate::{Checked, Name, Settings};
 
 /// The whole attribute: parse, check, emit. Never fails: problems become
 /// compile errors emitted next to the (possibly unchanged) function.
@@ -147,7 +147,7 @@ fn shape_error(sig: &Signature) -> Option<syn::Error> {
 /// `contended = "error"` on a function that cannot return an error: there
 /// is no `Result` for the contention to go into.
 fn contended_error_without_result(settings: &Settings, sig: &Signature) -> Option<syn::Error> {
-    let literal = settings.lease.contended_error.as_ref()?;
+    let literal = settings.contended_error()?;
     if !matches!(classify(&sig.output), Output::Plain) {
         return None;
     }
@@ -294,40 +294,33 @@ fn duration_tokens(duration: Duration) -> TokenStream {
     }
 }
 
-/// The `__private::Options` constant for the lease options.
+/// The `LockOptions` constant: the fields the attribute set, each from its
+/// kind in the key table, and the defaults for the rest.
 fn options_tokens(settings: &Settings, krate: &syn::Path) -> TokenStream {
-    let lease = &settings.lease;
-    let optional = |duration: Option<Duration>| match duration {
-        Some(duration) => {
-            let duration = duration_tokens(duration);
-            quote!(::core::option::Option::Some(#duration))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let renew = lease.renew;
-    let max_hold = optional(lease.max_hold);
-    let on_lost = if lease.cancel_on_lost {
-        quote!(#krate::OnLost::Cancel)
-    } else {
-        quote!(#krate::OnLost::Continue)
-    };
-    let at_least = optional(lease.at_least);
-    let fenced = lease.fenced;
-    let shared = lease.shared;
-    let contended = if lease.contended_error.is_some() {
-        quote!(#krate::registry::OnContended::Error)
-    } else {
-        quote!(#krate::registry::OnContended::ReturnNone)
-    };
+    let fields = settings.options.iter().map(|(field, value)| {
+        let field = Ident::new(field, Span::call_site());
+        let value = match value {
+            Checked::On => quote!(true),
+            Checked::Duration(duration) => {
+                let duration = duration_tokens(*duration);
+                quote!(::core::option::Option::Some(#duration))
+            }
+            Checked::Choice(choice, _) => {
+                let path: syn::Path = syn::parse_str(choice.path)
+                    .unwrap_or_else(|_| unreachable!("the key table's paths parse"));
+                quote!(#krate::#path)
+            }
+        };
+        quote!(#field: #value,)
+    });
+    // Every field written: no defaults to fill in (an update with nothing
+    // left to update would trip clippy in the user's crate).
+    let all = KEYS.iter().filter(|key| key.option).count();
+    let rest = (settings.options.len() < all).then(|| quote!(..#krate::LockOptions::DEFAULT));
     quote! {
-        #krate::__private::Options {
-            renew: #renew,
-            max_hold: #max_hold,
-            on_lost: #on_lost,
-            at_least: #at_least,
-            fenced: #fenced,
-            shared: #shared,
-            contended: #contended,
+        #krate::LockOptions {
+            #(#fields)*
+            #rest
         }
     }
 }
@@ -419,7 +412,7 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
     let shape = classify(&sig.output);
     // `contended = "error"` keeps the declared type (it is a `Result`: see
     // `contended_error_without_result`).
-    let contended_error = settings.lease.contended_error.is_some();
+    let contended_error = settings.contended_error().is_some();
     let mut new_sig = sig.clone();
     if !contended_error {
         let arrow = match &sig.output {
@@ -450,6 +443,11 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         None => quote!(::core::option::Option::None),
     };
     let options = options_tokens(settings, krate);
+    let version = format_ident!(
+        "LOCK_MACROS_{}_{}",
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
     let name = name_tokens(&settings.name, &fn_name, errors);
     let (template, literal_name) = declared_name(&settings.name, &fn_name);
 
@@ -513,7 +511,10 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
             }
             const #ttl_const: ::core::time::Duration = #ttl;
             const #wait_const: ::core::time::Duration = #wait;
-            const #options_const: #private::Options = #options;
+            const #options_const: #krate::LockOptions = #options;
+            // Fails to compile against a lock-core whose `__private` this
+            // version of the attribute was not written for.
+            const _: () = #private::#version;
             let #lock = #private::lock(#manager, #name, #ttl_const, #wait_const, #options_const);
             let #work = async move {
                 // The fake return edge: tells type inference what the body

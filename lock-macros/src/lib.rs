@@ -5,10 +5,13 @@
 //! reference is on [`locked`].
 //!
 //! The crate is split the way the attribute is processed: `args` reads
-//! `key = "value"` pairs, `validate` checks them (durations, the name
-//! template against the function's arguments), `expand` emits the function.
-//! The runtime side of the expansion is ordinary Rust in
-//! `lock_core::__private`.
+//! `key = "value"` pairs against one table of keys, `validate` checks them
+//! (durations, the name template against the function's arguments, the
+//! options against each other), `expand` emits the function, with the
+//! options as one `lock_core::LockOptions` constant. The runtime side of the
+//! expansion is ordinary Rust in `lock_core::__private`, and the expansion
+//! names a version constant there, so a lock-macros and a lock-core that do
+//! not belong together fail to compile instead of misbehaving.
 
 mod args;
 mod duration;
@@ -47,7 +50,7 @@ use proc_macro::TokenStream;
 /// body does **not** run and the call returns `Ok(None)`. The lease is given
 /// back however the body ends: it returns `Ok`, returns `Err`, panics (the
 /// panic goes on to the caller unchanged), or the call's future is dropped.
-/// Inside the body, `lock_core::current()` is the lease it holds.
+/// Inside the body, [`lock_core::current()`](fn.current.html) is the lease it holds.
 ///
 /// # What goes wrong without this
 ///
@@ -102,13 +105,13 @@ use proc_macro::TokenStream;
 /// ## `manager` (optional)
 ///
 /// The name of a manager installed with
-/// `lock_core::registry::install_named`:
+/// [`lock_core::registry::install_named`](registry/fn.install_named.html):
 /// `manager = "billing"`. Without it the function uses the default manager,
-/// `lock_core::registry::manager`. A manager that is not
+/// [`lock_core::registry::manager`](registry/fn.manager.html). A manager that is not
 /// installed makes each call fail with
-/// `lock_core::Error::UnknownManager`;
-/// `lock_core::registry::verify` reports it at boot.
-/// Inside `lock_core::registry::with_manager`, the
+/// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager);
+/// [`lock_core::registry::verify`](registry/fn.verify.html) reports it at boot.
+/// Inside [`lock_core::registry::with_manager`](registry/fn.with_manager.html), the
 /// override is used whatever `manager` says, so tests need no global setup.
 ///
 /// ## `crate` (optional)
@@ -119,7 +122,7 @@ use proc_macro::TokenStream;
 ///
 /// # Lease options
 ///
-/// Each key below is the attribute form of a `lock_core::Lock` builder call,
+/// Each key below is the attribute form of a [`lock_core::Lock`](struct.Lock.html) builder call,
 /// with the same behaviour (the README's "Lease lifecycle" table has the
 /// guarantee of each). `renew`, `fenced` and `shared` are flags, written
 /// bare: `#[locked(ttl = "10s", renew, fenced)]`; the others take a string.
@@ -127,14 +130,14 @@ use proc_macro::TokenStream;
 /// ## `renew` (flag)
 ///
 /// While the body runs, the lease is extended back to `ttl` every `ttl / 3`,
-/// atomically (`Lock::renew`). For work that may run longer than any TTL you
+/// atomically ([`Lock::renew`](struct.Lock.html#method.renew)). For work that may run longer than any TTL you
 /// would dare to set: a crashed process stops renewing, so its lease still
 /// ends within one `ttl`.
 ///
 /// ## `max_hold` (optional, needs `renew`)
 ///
 /// Renewal never pushes the lease past acquisition + `max_hold`
-/// (`Lock::max_hold`): `renew, max_hold = "1h"`. A stuck body then loses the
+/// ([`Lock::max_hold`](struct.Lock.html#method.max_hold)): `renew, max_hold = "1h"`. A stuck body then loses the
 /// lease instead of holding the lock forever. Without `renew` it is a
 /// compile error.
 ///
@@ -145,7 +148,7 @@ use proc_macro::TokenStream;
 ///
 /// - `on_lost = "continue"` (the default) logs at ERROR and lets the body
 ///   finish; it may then run alongside the next holder. The body can watch
-///   for it with `lock_core::current()` and its `lost()` future.
+///   for it with [`lock_core::current()`](fn.current.html) and its `lost()` future.
 /// - `on_lost = "cancel"` drops the body at that moment and returns
 ///   `Err(lock_core::Error::LeaseLost { .. })`, converted like every other
 ///   lock error. Detection is as fast as the next renewal, so pair it with
@@ -154,7 +157,7 @@ use proc_macro::TokenStream;
 /// ## `at_least` (optional)
 ///
 /// When the body ends sooner, the claim stands until acquisition +
-/// `at_least`, kept by the store's own expiry (`Lock::at_least`):
+/// `at_least`, kept by the store's own expiry ([`Lock::at_least`](struct.Lock.html#method.at_least)):
 /// `at_least = "50s"`. What a scheduler's "one server per minute" needs: a
 /// server whose tick comes late finds the minute taken. Longer than `ttl`
 /// is a compile error. The claim stands after a failed body too.
@@ -162,18 +165,18 @@ use proc_macro::TokenStream;
 /// ## `fenced` (flag)
 ///
 /// Each call's lease gets a fencing token that strictly increases per lock
-/// name, across holders, processes and releases (`Lock::fenced`); the body
+/// name, across holders, processes and releases ([`Lock::fenced`](struct.Lock.html#method.fenced)); the body
 /// reads it with `lock_core::current().and_then(|lease| lease.fence())` and
 /// passes it to storage that rejects older tokens. A store that cannot keep
-/// one makes the call fail with `lock_core::Error::FencingUnsupported`.
+/// one makes the call fail with [`lock_core::Error::FencingUnsupported`](enum.Error.html#variant.FencingUnsupported).
 ///
 /// ## `shared` (flag)
 ///
-/// The call refuses to run, with `lock_core::Error::NotShared`, when its
-/// manager's store is per-process (`Lock::require_shared`): for work that
+/// The call refuses to run, with [`lock_core::Error::NotShared`](enum.Error.html#variant.NotShared), when its
+/// manager's store is per-process ([`Lock::shared`](struct.Lock.html#method.shared)): for work that
 /// must not run twice across the fleet, where a forgotten Redis setup would
 /// silently give every process a lock of its own.
-/// `lock_core::registry::verify` reports such declarations at boot.
+/// [`lock_core::registry::verify`](registry/fn.verify.html) reports such declarations at boot.
 ///
 /// ## `contended` (optional)
 ///
@@ -237,7 +240,7 @@ use proc_macro::TokenStream;
 ///
 /// The example at the top expands to the equivalent of this hand-written
 /// function (plus a link-time record for
-/// `lock_core::registry::declared`):
+/// [`lock_core::registry::declared`](registry/fn.declared.html)):
 ///
 /// ```
 /// # #[derive(Debug)] struct Report;
@@ -253,9 +256,10 @@ use proc_macro::TokenStream;
 ///     let lock = registry::manager() // or manager_named("...")? for `manager = "..."`
 ///         .lock(format!("reports:{}", tenant), TTL)
 ///         .wait_for(WAIT);
-///     // The lease options add their builder calls here: `.renew()`,
+///     // The lease options come here as one `LockOptions` constant,
+///     // `.with_options(OPTIONS)`: the same as the builder calls `.renew()`,
 ///     // `.max_hold(..)`, `.on_lost(..)`, `.at_least(..)`, `.fenced()`,
-///     // `.require_shared()`.
+///     // `.shared()`, `.on_contended(..)`.
 ///     //
 ///     // `run` takes the lease (`Ok(None)` when it is held: the body does
 ///     // not run), runs the body with the lease as `lock_core::current()`,
@@ -329,9 +333,9 @@ use proc_macro::TokenStream;
 /// # Declared locks
 ///
 /// Every `#[locked]` function registers itself at link time:
-/// `lock_core::registry::declared` lists each one's name
+/// [`lock_core::registry::declared`](registry/fn.declared.html) lists each one's name
 /// template, function path, TTL, wait, manager, lease options, file and
-/// line, and `lock_core::registry::verify` checks them at boot (every
+/// line, and [`lock_core::registry::verify`](registry/fn.verify.html) checks them at boot (every
 /// named manager installed, no lock name declared with two TTLs, no
 /// `shared` function on a per-process manager).
 ///

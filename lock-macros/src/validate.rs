@@ -12,7 +12,7 @@ use std::time::Duration;
 use syn::{FnArg, LitStr, Pat, Signature};
 
 use crate::Errors;
-use crate::args::{Args, attribute_span};
+use crate::args::{Args, Choice, Kind, Value, attribute_span, key};
 use crate::duration;
 use crate::template::{self, Piece};
 
@@ -24,21 +24,38 @@ pub(crate) struct Settings {
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) manager: Option<LitStr>,
-    pub(crate) lease: LeaseOptions,
+    /// The `lock_core::LockOptions` fields the attribute set, checked, in
+    /// the order written; the others keep their defaults.
+    pub(crate) options: Vec<(&'static str, Checked)>,
 }
 
-/// The lease options, checked; all off unless the attribute turns them on.
-#[derive(Default)]
-pub(crate) struct LeaseOptions {
-    pub(crate) renew: bool,
-    pub(crate) max_hold: Option<Duration>,
-    /// `on_lost = "cancel"`; `false` is the default, `"continue"`.
-    pub(crate) cancel_on_lost: bool,
-    pub(crate) at_least: Option<Duration>,
-    pub(crate) fenced: bool,
-    pub(crate) shared: bool,
-    /// `contended = "error"`, kept for the span of errors about it.
-    pub(crate) contended_error: Option<LitStr>,
+/// One option's value, checked.
+pub(crate) enum Checked {
+    /// A flag, written: on.
+    On,
+    /// A duration.
+    Duration(Duration),
+    /// One of the key's words, with the literal for spans.
+    Choice(&'static Choice, LitStr),
+}
+
+impl Settings {
+    /// The option `name`, if the attribute set it.
+    pub(crate) fn option(&self, name: &str) -> Option<&Checked> {
+        self.options
+            .iter()
+            .find(|(field, _)| *field == name)
+            .map(|(_, value)| value)
+    }
+
+    /// `contended = "error"`, with its literal for the span of errors about
+    /// it; `None` for the default.
+    pub(crate) fn contended_error(&self) -> Option<&LitStr> {
+        match self.option("contended") {
+            Some(Checked::Choice(choice, literal)) if choice.word == "error" => Some(literal),
+            _ => None,
+        }
+    }
 }
 
 /// Where the lock name comes from.
@@ -55,7 +72,7 @@ const PLACEHOLDER_TTL: Duration = Duration::from_secs(1);
 impl Settings {
     /// Checks `args` against each other and against `sig`.
     pub(crate) fn new(args: Args, sig: &Signature, errors: &mut Errors) -> Settings {
-        let krate = match &args.krate {
+        let krate = match args.text("crate") {
             None => syn::parse_quote!(::lock_core),
             Some(text) => match text.parse::<syn::Path>() {
                 Ok(path) => path,
@@ -68,42 +85,22 @@ impl Settings {
                 }
             },
         };
-        let mut ttl_ok = false;
-        let ttl = match &args.ttl {
-            None if args.written.contains(&"ttl") => PLACEHOLDER_TTL,
+        let ttl = match args.text("ttl") {
+            None if args.written.contains(&"ttl") => None,
             None => {
                 errors.push(syn::Error::new(
                     attribute_span(),
                     "`ttl` is required: a lock with no expiry is never released if its holder dies; add `ttl = \"30s\"` (the longest the work may take)",
                 ));
-                PLACEHOLDER_TTL
+                None
             }
-            Some(text) => match duration::parse(&text.value()) {
-                Ok(ttl) if ttl.is_zero() => {
-                    errors.push(syn::Error::new(
-                        text.span(),
-                        "a zero `ttl` expires at once: give the longest time the work may take, like \"30s\"",
-                    ));
-                    PLACEHOLDER_TTL
-                }
-                Ok(ttl) => {
-                    ttl_ok = true;
-                    ttl
-                }
-                Err(message) => {
-                    errors.push(syn::Error::new(text.span(), format!("`ttl`: {message}")));
-                    PLACEHOLDER_TTL
-                }
-            },
+            Some(text) => checked_duration("ttl", text, errors),
         };
-        let wait = match &args.wait {
-            None => Duration::ZERO,
-            Some(text) => duration::parse(&text.value()).unwrap_or_else(|message| {
-                errors.push(syn::Error::new(text.span(), format!("`wait`: {message}")));
-                Duration::ZERO
-            }),
-        };
-        if let Some(manager) = &args.manager {
+        let wait = args
+            .text("wait")
+            .and_then(|text| checked_duration("wait", text, errors))
+            .unwrap_or(Duration::ZERO);
+        if let Some(manager) = args.text("manager") {
             if manager.value().trim().is_empty() {
                 errors.push(syn::Error::new(
                     manager.span(),
@@ -111,65 +108,100 @@ impl Settings {
                 ));
             }
         }
-        let lease = lease_options(&args, ttl_ok.then_some(ttl), errors);
-        let name = match args.name {
+        let options = options(&args, ttl, errors);
+        let name = match args.text("name") {
             None => Name::Default,
-            Some(literal) => check_name(literal, sig, errors),
+            Some(literal) => check_name(literal.clone(), sig, errors),
         };
         Settings {
             krate,
             name,
-            ttl,
+            ttl: ttl.unwrap_or(PLACEHOLDER_TTL),
             wait,
-            manager: args.manager,
-            lease,
+            manager: args.text("manager").cloned(),
+            options,
         }
     }
 }
 
-/// Checks the lease options, alone and against each other; `ttl` is `None`
-/// when it is missing or invalid (already reported), so nothing is compared
-/// with a placeholder.
-fn lease_options(args: &Args, ttl: Option<Duration>, errors: &mut Errors) -> LeaseOptions {
-    let renew = args.renew.is_some();
-    let positive = |key: &str, text: &LitStr, errors: &mut Errors, zero: &str| match duration::parse(
-        &text.value(),
-    ) {
-        Ok(duration) if duration.is_zero() => {
-            errors.push(syn::Error::new(text.span(), zero.to_owned()));
-            None
-        }
+/// The duration written for the key `name`, or `None` after recording why
+/// it is refused (unparsable, or zero where the key's row refuses zero).
+fn checked_duration(name: &str, text: &LitStr, errors: &mut Errors) -> Option<Duration> {
+    match duration::parse(&text.value()) {
+        Ok(duration) if duration.is_zero() => match key(name).kind {
+            Kind::Duration {
+                zero: Some(refusal),
+            } => {
+                errors.push(syn::Error::new(text.span(), refusal));
+                None
+            }
+            _ => Some(duration),
+        },
         Ok(duration) => Some(duration),
         Err(message) => {
-            errors.push(syn::Error::new(text.span(), format!("`{key}`: {message}")));
+            errors.push(syn::Error::new(text.span(), format!("`{name}`: {message}")));
             None
         }
-    };
-    let max_hold = args.max_hold.as_ref().and_then(|text| {
-        if !renew {
-            errors.push(syn::Error::new(
-                text.span(),
-                "`max_hold` caps renewal, but this lock does not renew: add `renew` (the lease is then extended every ttl/3 while the body runs, for at most `max_hold`), or drop `max_hold`",
-            ));
-            return None;
+    }
+}
+
+/// The `LockOptions` fields the attribute set, each checked by its kind,
+/// then against each other: `max_hold` needs `renew`, `at_least` must fit in
+/// `ttl` (when `ttl` itself is valid, so nothing is compared with a
+/// placeholder).
+fn options(
+    args: &Args,
+    ttl: Option<Duration>,
+    errors: &mut Errors,
+) -> Vec<(&'static str, Checked)> {
+    let renew = args.flag("renew").is_some();
+    let mut options = Vec::new();
+    for (row, value) in args.given() {
+        if !row.option {
+            continue;
         }
-        positive(
-            "max_hold",
-            text,
-            errors,
-            "a zero `max_hold` stops renewal before it starts: give the longest the body may hold the lock, like \"1h\", or drop `renew` and `max_hold`",
-        )
-    });
-    let at_least = args.at_least.as_ref().and_then(|text| {
-        let at_least = positive(
-            "at_least",
-            text,
-            errors,
-            "a zero `at_least` keeps no claim after the body ends: drop it, or give how long the claim must stand, like \"1m\"",
-        )?;
-        match ttl {
-            Some(ttl) if at_least > ttl => {
-                let ttl_text = args.ttl.as_ref().map(LitStr::value).unwrap_or_default();
+        if row.name == "max_hold" && !renew {
+            if let Value::Text(text) = value {
+                errors.push(syn::Error::new(
+                    text.span(),
+                    "`max_hold` caps renewal, but this lock does not renew: add `renew` (the lease is then extended every ttl/3 while the body runs, for at most `max_hold`), or drop `max_hold`",
+                ));
+            }
+            continue;
+        }
+        let checked = match (&row.kind, value) {
+            (Kind::Flag, _) => Some(Checked::On),
+            (Kind::Duration { .. }, Value::Text(text)) => {
+                checked_duration(row.name, text, errors).map(Checked::Duration)
+            }
+            (Kind::Choice(choices), Value::Text(text)) => {
+                let word = text.value();
+                match choices.iter().find(|choice| choice.word == word) {
+                    Some(choice) => Some(Checked::Choice(choice, text.clone())),
+                    None => {
+                        let listed: Vec<String> = choices
+                            .iter()
+                            .map(|choice| format!("\"{}\" ({})", choice.word, choice.means))
+                            .collect();
+                        errors.push(syn::Error::new(
+                            text.span(),
+                            format!(
+                                "unknown `{}` value \"{word}\": use {}",
+                                row.name,
+                                listed.join(" or ")
+                            ),
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let (Some(Checked::Duration(at_least)), Some(ttl), Value::Text(text)) =
+            (&checked, ttl, value)
+        {
+            if row.name == "at_least" && *at_least > ttl {
+                let ttl_text = args.text("ttl").map(LitStr::value).unwrap_or_default();
                 errors.push(syn::Error::new(
                     text.span(),
                     format!(
@@ -178,52 +210,14 @@ fn lease_options(args: &Args, ttl: Option<Duration>, errors: &mut Errors) -> Lea
                         text.value()
                     ),
                 ));
-                None
+                continue;
             }
-            _ => Some(at_least),
         }
-    });
-    let cancel_on_lost = match &args.on_lost {
-        None => false,
-        Some(text) => match text.value().as_str() {
-            "cancel" => true,
-            "continue" => false,
-            other => {
-                errors.push(syn::Error::new(
-                    text.span(),
-                    format!(
-                        "unknown `on_lost` value \"{other}\": use \"cancel\" (drop the body and return `Err(LeaseLost)` as soon as the lease is known lost) or \"continue\" (log at ERROR and let the body finish; the default)"
-                    ),
-                ));
-                false
-            }
-        },
-    };
-    let contended_error = match &args.contended {
-        None => None,
-        Some(text) => match text.value().as_str() {
-            "error" => Some(text.clone()),
-            "none" => None,
-            other => {
-                errors.push(syn::Error::new(
-                    text.span(),
-                    format!(
-                        "unknown `contended` value \"{other}\": use \"none\" (a held lock makes the call return `Ok(None)`; the default) or \"error\" (it returns `Err(Contended)` through the function's error type, and the return type is kept as declared)"
-                    ),
-                ));
-                None
-            }
-        },
-    };
-    LeaseOptions {
-        renew,
-        max_hold,
-        cancel_on_lost,
-        at_least,
-        fenced: args.fenced.is_some(),
-        shared: args.shared.is_some(),
-        contended_error,
+        if let Some(checked) = checked {
+            options.push((row.name, checked));
+        }
     }
+    options
 }
 
 fn check_name(literal: LitStr, sig: &Signature, errors: &mut Errors) -> Name {
@@ -449,12 +443,28 @@ mod tests {
             sig.clone(),
         );
         assert!(errors.is_empty(), "no errors: {errors:?}");
-        let lease = checked.lease;
-        assert!(lease.renew && lease.fenced && lease.shared, "flags");
-        assert_eq!(lease.max_hold, Some(Duration::from_secs(3600)), "max_hold");
-        assert!(lease.cancel_on_lost, "on_lost");
-        assert_eq!(lease.at_least, Some(Duration::from_secs(300)), "at_least");
-        assert!(lease.contended_error.is_some(), "contended");
+        let on = |name: &str| matches!(checked.option(name), Some(Checked::On));
+        let duration = |name: &str| match checked.option(name) {
+            Some(Checked::Duration(duration)) => Some(*duration),
+            _ => None,
+        };
+        let word = |name: &str| match checked.option(name) {
+            Some(Checked::Choice(choice, _)) => Some(choice.word),
+            _ => None,
+        };
+        assert!(on("renew") && on("fenced") && on("shared"), "flags");
+        assert_eq!(
+            duration("max_hold"),
+            Some(Duration::from_secs(3600)),
+            "max_hold"
+        );
+        assert_eq!(word("on_lost"), Some("cancel"), "on_lost");
+        assert_eq!(
+            duration("at_least"),
+            Some(Duration::from_secs(300)),
+            "at_least"
+        );
+        assert!(checked.contended_error().is_some(), "contended");
         let (checked, errors) = settings(
             quote!(ttl = "1m", on_lost = "continue", contended = "none"),
             sig,
@@ -463,10 +473,16 @@ mod tests {
             errors.is_empty(),
             "the defaults may be written out: {errors:?}"
         );
-        assert!(
-            !checked.lease.cancel_on_lost && checked.lease.contended_error.is_none(),
-            "and mean the defaults"
+        let word = |name: &str| match checked.option(name) {
+            Some(Checked::Choice(choice, _)) => Some(choice.word),
+            _ => None,
+        };
+        assert_eq!(
+            word("on_lost"),
+            Some("continue"),
+            "the default, written out"
         );
+        assert!(checked.contended_error().is_none(), "and mean the defaults");
     }
 
     // Contradictions between options are compile errors, each saying the fix;

@@ -110,12 +110,12 @@ pub fn declared() -> Vec<&'static DeclaredLock> {
 /// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
 /// installed; one literal lock name declared with different TTLs (one
 /// problem per name, listing every declaration); a `shared` function whose
-/// manager is not [shared](LockManager::is_shared).
+/// manager is not [shared](crate::LockManager::is_shared).
 ///
 /// Every check looks at the manager a call would use at this moment: the
-/// named one, or [`manager`] for functions that name none (so, with nothing
+/// named one, or [`manager`](super::manager) for functions that name none (so, with nothing
 /// installed, the per-process fallback, which is never shared). Inside
-/// [`with_manager`] that is the override, for named managers too, exactly as
+/// [`with_manager`](super::with_manager) that is the override, for named managers too, exactly as
 /// calls there resolve it.
 pub fn verify() -> std::result::Result<(), Problems> {
     // Exactly what a call would resolve right now: inside `with_manager`
@@ -186,13 +186,13 @@ fn problems_in(
 #[non_exhaustive]
 pub enum Problem {
     /// A function names a manager that is not installed: each call would fail
-    /// with [`Error::UnknownManager`].
+    /// with [`Error::UnknownManager`](crate::Error::UnknownManager).
     ManagerNotInstalled {
         /// The declaration naming the manager.
         lock: &'static DeclaredLock,
     },
     /// A function declared `shared` uses a manager whose store is
-    /// per-process: each call would fail with [`Error::NotShared`].
+    /// per-process: each call would fail with [`Error::NotShared`](crate::Error::NotShared).
     NotShared {
         /// The `shared` declaration.
         lock: &'static DeclaredLock,

@@ -222,7 +222,7 @@ pub trait LockStore: Send + Sync + 'static {
     fn is_shared(&self) -> bool;
 
     /// The longest TTL the store can keep. Longer TTLs are refused with
-    /// [`Error::InvalidTtl`](crate::Error::InvalidTtl) before reaching the store.
+    /// [`Error::InvalidTtl`] before reaching the store.
     fn max_ttl(&self) -> Duration;
 
     /// The finest TTL step the store keeps: 1 ms unless a store says
