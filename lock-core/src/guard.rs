@@ -108,14 +108,14 @@ impl LockGuard {
     /// longer ours (the work overran the TTL and the store let it go, perhaps
     /// to someone else); nothing was changed, and a WARN is logged.
     ///
+    /// For a lock with [`at_least`](crate::Lock::at_least), a release before
+    /// that time shortens the lease to end then instead of deleting it, and
+    /// the store's expiry ends the claim.
+    ///
     /// # Errors
     ///
     /// [`Error::Store`](crate::Error::Store) when the store cannot be reached;
     /// the lease then ends at its TTL.
-    ///
-    /// For a lock with [`at_least`](crate::Lock::at_least), a release before
-    /// that time shortens the lease to end then instead of deleting it, and
-    /// the store's expiry ends the claim.
     pub async fn release(mut self) -> Result<bool> {
         let released = self.give_back().await?;
         self.log_release(released);
@@ -179,6 +179,10 @@ impl LockGuard {
     }
 
     /// Whether the store still has this guard's lease.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`](crate::Error::Store) when the store fails.
     pub async fn is_still_held(&self) -> Result<bool> {
         let holder = self.store.holder(&self.key).await?;
         Ok(holder.is_some_and(|holder| holder.token() == &*self.token))

@@ -48,12 +48,41 @@
 //!
 //! # The guarantee, stated honestly
 //!
-//! A lease, not a mutex. While a holder's lease is live, nobody else acquires
-//! it, and release and extend only ever act on the caller's own lease. But a
-//! holder that overruns its TTL loses the lease and may run alongside the next
-//! holder: choose TTLs above the work's longest run, and extend long work.
-//! A [`MemoryStore`] excludes tasks of one process only; [`LockManager::is_shared`]
-//! says whether a manager's locks reach other processes.
+//! This is the one statement of what the library guarantees; the stores and
+//! the attribute link here and add only what is theirs.
+//!
+//! A lease, not a mutex. While a holder's lease is live, nobody else
+//! acquires it, and release and extend only ever act on the caller's own
+//! lease. But a holder that overruns its TTL loses the lease, and the next
+//! holder can run alongside it:
+//!
+//! ```text
+//! t=0s   A acquires (ttl 10s)       A works...
+//! t=10s  lease expires              B acquires, B works...   A still working
+//! t=12s  A releases -> Ok(false)    B's lease is untouched (compare-and-delete)
+//! ```
+//!
+//! Choose TTLs above the work's longest run, or renew them
+//! ([`Lock::renew`], capped by [`Lock::max_hold`]). Renewal and
+//! [`OnLost::Cancel`] narrow the window: a renewing holder keeps its lease
+//! while it is alive and can reach the store, and cancelled work stops at the
+//! lease's local deadline, which passes a clock margin before the store's
+//! (see [`LockStore::clock_margin`]), whatever renewal is in flight. They do
+//! not close it: under [`OnLost::Continue`], or when a store's clock runs
+//! faster than the margin allows, two holders can run at once. Only
+//! [fencing tokens](Lock::fenced), checked by the storage the work writes
+//! to, reject a stale holder's writes.
+//!
+//! Cancellation gives leases back: an acquire, a `run` or a guard dropped at
+//! any `.await` (a timeout, a lost `select!`, an aborted task) has whatever
+//! lease it took given back by a task spawned as it goes away. Outside a
+//! tokio runtime, or while the runtime shuts down, no such task can run; the
+//! lease then ends at its TTL, and a WARN says so.
+//!
+//! A [`MemoryStore`] excludes tasks of one process only;
+//! [`LockManager::is_shared`] says whether a manager's locks reach other
+//! processes, and [`Lock::shared`] refuses the others. A networked store is
+//! exactly as durable as its server: see each store's own notes.
 
 #[doc(hidden)]
 #[path = "private.rs"]

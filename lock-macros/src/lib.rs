@@ -75,7 +75,8 @@ use proc_macro::TokenStream;
 /// How long one lease lasts unless released first: `ttl = "10m"`. Choose it
 /// above the longest the body can take. It is what frees the lock when the
 /// holder's process dies; a lease that outlives its TTL is lost, and the next
-/// caller may run alongside the overrunning one (see the guarantee below).
+/// caller may run alongside the overrunning one (see [the
+/// guarantee](index.html#the-guarantee-stated-honestly)).
 /// A zero TTL is refused.
 ///
 /// ## `wait` (optional)
@@ -339,28 +340,12 @@ use proc_macro::TokenStream;
 /// named manager installed, no lock name declared with two TTLs, no
 /// `shared` function on a per-process manager).
 ///
-/// # The guarantee, stated honestly
+/// # The guarantee
 ///
-/// A lease, not a mutex. While the lease is held nobody else runs the body
-/// under the same name; but a body that outlives its TTL loses the lease, and
-/// the next caller can run alongside it:
-///
-/// ```text
-/// t=0s   call A takes reports:acme (ttl 10m)   A's body runs...
-/// t=10m  A's lease expires                     call B takes it, B's body runs   A still running
-/// t=12m  A's body ends; its release finds the lease gone and leaves B's alone
-/// ```
-///
-/// Choose the TTL above the body's longest run, or use `renew` (with
-/// `max_hold`). Renewal and `on_lost = "cancel"` narrow the window: a
-/// renewing holder keeps its lease while it is alive and can reach the
-/// store, and a body under `"cancel"` stops as soon as the loss is known (at
-/// the next renewal, or at the deadline). They do not close it: between the
-/// loss and its detection (up to `ttl / 3` with `renew`), and for a body
-/// under `"continue"`, two holders can run at once. Only `fenced`, with storage that checks the token, rejects the
-/// stale holder's writes. A memory store (the default with nothing
-/// installed) excludes tasks of one process only; `shared` turns that
-/// mistake into an error.
+/// A lease, not a mutex: a body that outlives its TTL loses the lease, and
+/// the next caller can run alongside it. What renewal, `on_lost = "cancel"`
+/// and `fenced` do about that, and what they cannot, is stated once, in
+/// [lock-core's guarantee](index.html#the-guarantee-stated-honestly).
 #[proc_macro_attribute]
 pub fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::locked(args.into(), item.into()).into()

@@ -67,7 +67,7 @@ const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// # Ok(()) }
 /// ```
 ///
-/// # The guarantee, stated honestly
+/// # What memory adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
 /// Exclusion holds between tasks and threads of one process. Two processes
 /// each using a memory store do not see each other's leases:
