@@ -181,6 +181,25 @@ impl<E: From<Error>> FromLockError for E {
     }
 }
 
+/// [`FromLockError`] for an error type that depends on the function's
+/// generics (`E`, `M::Error`, `<M as Trait>::Error`): no `impl From` can be
+/// written for those, so the message asks for a `where` bound instead.
+#[diagnostic::on_unimplemented(
+    message = "#[locked] cannot return lock errors as `{Self}`: nothing says it implements `From<lock_core::Error>`",
+    label = "lock errors (store unreachable, unknown manager, bad name) are returned through this generic error type",
+    note = "add the bound to the function: `where {Self}: From<lock_core::Error>`"
+)]
+pub trait FromLockErrorBound: Sized {
+    /// Wraps `error` as `Self`.
+    fn from_lock_error(error: Error) -> Self;
+}
+
+impl<E: From<Error>> FromLockErrorBound for E {
+    fn from_lock_error(error: Error) -> Self {
+        E::from(error)
+    }
+}
+
 /// The "fake return edge": never called (the expansion guards it with
 /// `if false`); its type tells inference what the body returns.
 pub fn fake_return<T>() -> T {

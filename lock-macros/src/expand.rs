@@ -62,7 +62,7 @@ pub(crate) fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
             Settings::new(args, &sig, &mut errors);
             item
         }
-        Target::Fn(function) => match shape_error(&function.sig) {
+        Target::Fn(function) => match shape_error(&function) {
             Some(error) => {
                 errors.push(error);
                 Settings::new(args, &function.sig, &mut errors);
@@ -70,7 +70,9 @@ pub(crate) fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
             }
             None => {
                 let settings = Settings::new(args, &function.sig, &mut errors);
-                match contended_error_without_result(&settings, &function.sig) {
+                let refused = contended_error_without_result(&settings, &function.sig)
+                    .or_else(|| entry_point_without_contended_error(&settings, &function));
+                match refused {
                     Some(error) => {
                         errors.push(error);
                         item
@@ -119,11 +121,18 @@ impl Target {
 }
 
 /// A function the attribute cannot wrap, and why.
-fn shape_error(sig: &Signature) -> Option<syn::Error> {
+fn shape_error(function: &ItemFn) -> Option<syn::Error> {
+    let sig = &function.sig;
     if is_async_trait_method(sig) {
         return Some(syn::Error::new(
             sig.fn_token.span,
             "#[locked] cannot go inside #[async_trait]: it changes the return type to `Result<Option<T>, E>`, which no longer matches the trait; put #[locked] on an inherent async method and call it from the trait impl",
+        ));
+    }
+    if sig.asyncness.is_none() && is_runtime_entry_point(function) {
+        return Some(syn::Error::new(
+            sig.fn_token.span,
+            "#[locked] must go above #[tokio::main] or #[tokio::test]: attributes apply top to bottom, so the runtime attribute above #[locked] has already turned this `async fn` into a plain `fn` that starts a runtime; move #[locked] above it (with `contended = \"error\"` and a `Result<(), E>` return: `main` and tests cannot return an `Option`)",
         ));
     }
     if sig.asyncness.is_none() {
@@ -142,6 +151,78 @@ fn shape_error(sig: &Signature) -> Option<syn::Error> {
         ));
     }
     None
+}
+
+/// What `#[tokio::main]` and `#[tokio::test]` leave behind when they run
+/// before `#[locked]`: a plain `fn` whose first statement binds the
+/// original body as an `async` block, and which then `block_on`s it.
+fn is_runtime_entry_point(function: &ItemFn) -> bool {
+    let binds_async_body = matches!(
+        function.block.stmts.first(),
+        Some(syn::Stmt::Local(syn::Local {
+            init: Some(syn::LocalInit { expr, .. }),
+            ..
+        })) if matches!(**expr, syn::Expr::Async(_))
+    );
+    binds_async_body && mentions_ident(function.block.to_token_stream(), "block_on")
+}
+
+fn mentions_ident(tokens: TokenStream, name: &str) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == name,
+        proc_macro2::TokenTree::Group(group) => mentions_ident(group.stream(), name),
+        _ => false,
+    })
+}
+
+/// Whether `ty` depends on the function's generics: names one of its type
+/// parameters or `Self`, or is a qualified path (`<M as Trait>::Error`).
+fn is_generic(ty: &Type, generics: &syn::Generics) -> bool {
+    if let Type::Path(path) = ty {
+        if path.qself.is_some() {
+            return true;
+        }
+    }
+    let params: Vec<String> = generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .chain(std::iter::once("Self".to_owned()))
+        .collect();
+    params
+        .iter()
+        .any(|param| mentions_ident(ty.to_token_stream(), param))
+}
+
+/// `#[locked]` above `#[tokio::main]`, `#[tokio::test]` or `#[test]`, on a
+/// function whose return type it would wrap in `Option`: `main` and tests
+/// must return `()` or a `Result<(), E>`, so only `contended = "error"`,
+/// which keeps the declared type, can work there.
+fn entry_point_without_contended_error(
+    settings: &Settings,
+    function: &ItemFn,
+) -> Option<syn::Error> {
+    if settings.contended_error().is_some() {
+        return None;
+    }
+    let entry = function.attrs.iter().find(|attr| {
+        let path = attr.path();
+        let last = path
+            .segments
+            .last()
+            .map(|segment| segment.ident.to_string());
+        match last.as_deref() {
+            Some("test") => true,
+            Some("main") => path.segments.len() > 1,
+            _ => false,
+        }
+    })?;
+    Some(syn::Error::new_spanned(
+        entry,
+        format!(
+            "`{}` is a program or test entry point, which must return `()` or `Result<(), E>`, but #[locked] would make it return `Result<Option<..>, ..>`; add `contended = \"error\"` to #[locked] (contention then becomes an error) and declare `-> Result<(), lock_core::Error>` or another error type that takes lock errors",
+            function.sig.ident
+        ),
+    ))
 }
 
 /// `contended = "error"` on a function that cannot return an error: there
@@ -456,8 +537,15 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
     // `From<lock_core::Error>` is reported there, in FromLockError's words.
     let convert = match (&shape, &sig.output) {
         (Output::TwoArgs { err }, _) => {
+            // A generic error type cannot get an `impl From`; the trait
+            // used here decides which fix the compiler suggests.
+            let via = if is_generic(err, &sig.generics) {
+                quote!(FromLockErrorBound)
+            } else {
+                quote!(FromLockError)
+            };
             let err = infer_impl_trait((**err).clone());
-            quote_spanned!(err.span()=> <#err as #private::FromLockError>::from_lock_error(#error))
+            quote_spanned!(err.span()=> <#err as #private::#via>::from_lock_error(#error))
         }
         // The alias hides its error type; it is inferred from the `Err` the
         // conversion goes into (naming it through the alias would leave any
@@ -531,19 +619,23 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
 
     // A trait impl allows only the trait's items, so this companion const
     // turns "#[locked] inside `impl Trait for T`" into an error that names
-    // the fix, spanned at the method's name. Elsewhere it is an unused,
-    // hidden const.
+    // the fix, spanned at the method's name. Its visibility is refused in a
+    // trait definition and a trait impl alike (trait items share the
+    // trait's), which is what refuses #[locked] on a trait's provided
+    // method. In modules, blocks and inherent impls it is an unused,
+    // hidden, crate-visible const.
     let companion = format_ident!(
-        "locked_cannot_go_in_a_trait_impl__lock_an_inherent_method_and_call_it_from_the_impl__{}",
+        "locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__{}",
         sig.ident,
         span = sig.ident.span()
     );
+    let vis_companion = quote_spanned!(sig.ident.span()=> pub(crate));
     let cfgs = outer.iter().filter(|attr| attr.path().is_ident("cfg"));
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
         #[allow(non_upper_case_globals, dead_code)]
-        const #companion: () = ();
+        #vis_companion const #companion: () = ();
         #(#outer)*
         #vis #new_sig #body
     }
@@ -731,5 +823,46 @@ mod tests {
             quote!(::std::format!("{{x}}:{}", id)).to_string(),
             "escaped text, one {{}} per placeholder"
         );
+    }
+
+    // What #[tokio::main] leaves behind is recognised; a plain function that
+    // happens to call `block_on` is not, and keeps the "write `async fn`"
+    // message.
+    #[test]
+    fn a_runtime_entry_point_is_told_apart_from_a_plain_blocking_function() {
+        let expanded: ItemFn = syn::parse_quote! {
+            fn main() {
+                let body = async { work().await };
+                return tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("runtime")
+                    .block_on(body);
+            }
+        };
+        assert!(is_runtime_entry_point(&expanded), "tokio's expansion");
+        let plain: ItemFn = syn::parse_quote! {
+            fn main() {
+                let runtime = tokio::runtime::Runtime::new().expect("runtime");
+                runtime.block_on(work());
+            }
+        };
+        assert!(!is_runtime_entry_point(&plain), "a hand-written block_on");
+    }
+
+    // Only a generic error type gets the where-bound advice.
+    #[test]
+    fn an_error_type_that_depends_on_the_generics_is_told_apart() {
+        let generics: syn::Generics = syn::parse_quote!(<M: Store, E>);
+        let generic = |ty: Type| is_generic(&ty, &generics);
+        assert!(generic(syn::parse_quote!(E)), "a type parameter");
+        assert!(generic(syn::parse_quote!(M::Error)), "an associated type");
+        assert!(
+            generic(syn::parse_quote!(<M as Store>::Error)),
+            "a qualified path"
+        );
+        assert!(generic(syn::parse_quote!(Box<E>)), "inside another type");
+        assert!(generic(syn::parse_quote!(Self)), "Self");
+        assert!(!generic(syn::parse_quote!(AppError)), "a concrete type");
+        assert!(!generic(syn::parse_quote!(std::io::Error)), "a path");
     }
 }

@@ -302,12 +302,18 @@ use proc_macro::TokenStream;
 /// attributes (`doc`, `cfg`, `must_use`…), which are kept. The returned future
 /// is `Send` whenever the body's is, so locked functions can be spawned.
 ///
-/// Not in trait impls: the attribute changes the return type, which would no
-/// longer match the trait. The compile error says so, under `#[async_trait]`
-/// and on a native `async fn` in a trait impl alike (there through a hidden
-/// companion const whose name is the fix: a trait impl admits only the
-/// trait's items). Put `#[locked]` on an inherent method and call it from the
-/// impl:
+/// Not in traits, neither in a trait impl nor on a trait's provided method:
+/// the attribute changes the return type, which would no longer match the
+/// trait (or would change the trait for every implementor). The expansion
+/// adds a hidden, crate-visible companion const named
+/// `locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__<fn>`,
+/// which a trait refuses: in a trait definition rustc reports "visibility
+/// qualifiers are not permitted here" at the method's name; in a trait impl
+/// it also says that const "is not a member of trait", and the changed
+/// return type adds one follow-on error (a proc macro cannot tell it is in a
+/// trait, so it cannot hold that one back). Under `#[async_trait]` the
+/// message is the attribute's own. Put `#[locked]` on an inherent method and
+/// call it from the trait:
 ///
 /// ```
 /// # use lock_core::locked;
@@ -330,6 +336,29 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
+///
+/// # Order with other attributes
+///
+/// Attributes apply top to bottom: the one written first rewrites the
+/// function, with the attributes below it still attached. Put `#[locked]`
+/// above `#[tokio::main]` and `#[tokio::test]`, so it sees the `async fn`
+/// you wrote; below them it would see the plain `fn` they leave, and says
+/// so. Entry points must keep their return type, so use `contended =
+/// "error"` there (contention is then an error, and `-> Result<(), E>`
+/// stays as declared):
+///
+/// ```
+/// # use lock_core::locked;
+/// // Tests that share a database take turns.
+/// #[locked(name = "db-tests", ttl = "30s", wait = "30s", contended = "error")]
+/// #[tokio::test]
+/// async fn migrates_the_schema() -> Result<(), lock_core::Error> {
+///     Ok(())
+/// }
+/// ```
+///
+/// With `#[tracing::instrument]` either order works; above `#[locked]` the
+/// span covers waiting for the lock too.
 ///
 /// # Declared locks
 ///

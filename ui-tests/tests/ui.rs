@@ -13,3 +13,11 @@ fn each_misuse_of_locked_fails_to_compile_with_a_message_that_says_the_fix() {
     let cases = trybuild::TestCases::new();
     cases.compile_fail("tests/ui/fail/*.rs");
 }
+
+// #[locked] above #[tokio::main] compiles and runs: `main` must be its own
+// program, so it is a trybuild pass case.
+#[test]
+fn locked_above_tokio_main_compiles_and_runs() {
+    let cases = trybuild::TestCases::new();
+    cases.pass("tests/ui/main/*.rs");
+}
