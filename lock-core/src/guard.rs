@@ -44,8 +44,6 @@ pub struct LockGuard {
     fence: Option<u64>,
     /// Just before the acquire was sent: the lease started at or after this.
     started: Instant,
-    /// The TTL the store was asked to keep.
-    ttl: Duration,
     /// The lease as the running work sees it, once `run` watches it: the
     /// guard moves its deadline on every successful extend.
     lease: Option<Lease>,
@@ -63,7 +61,6 @@ impl LockGuard {
         token: Arc<str>,
         fence: Option<u64>,
         started: Instant,
-        ttl: Duration,
         hold_until: Option<Instant>,
     ) -> LockGuard {
         LockGuard {
@@ -72,22 +69,22 @@ impl LockGuard {
             token,
             fence,
             started,
-            ttl,
             lease: None,
             hold_until,
             armed: true,
         }
     }
 
-    /// The lease as locked work sees it ([`current`](crate::current)): made
-    /// on first use, then kept up to date by this guard's extends.
-    pub(crate) fn lease(&mut self) -> Lease {
+    /// The lease as locked work sees it ([`current`](crate::current)), for a
+    /// store TTL of `ttl`: made on first use, then kept up to date by this
+    /// guard's extends.
+    pub(crate) fn lease(&mut self, ttl: Duration) -> Lease {
         let lease = self.lease.get_or_insert_with(|| {
             Lease::new(
                 Arc::clone(&self.key),
                 Arc::clone(&self.token),
                 self.fence,
-                local_deadline(self.started, self.ttl, &*self.store),
+                local_deadline(self.started, ttl, &*self.store),
             )
         });
         lease.clone()
@@ -275,6 +272,7 @@ async fn return_lease(
 }
 
 /// [`return_lease`] without I/O, when the store can (memory).
+#[inline]
 fn released_now(
     store: &dyn LockStore,
     key: &str,

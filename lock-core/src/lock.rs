@@ -235,7 +235,6 @@ impl Lock {
                         token,
                         fence,
                         sent,
-                        ttl,
                         hold_until,
                     )));
                 }

@@ -101,6 +101,7 @@ impl LockOptions {
 
     /// Refuses options that contradict each other, or that the manager's
     /// store cannot give.
+    #[inline]
     pub(crate) fn check(&self, key: &str, ttl: Duration, manager: &LockManager) -> Result<()> {
         let invalid = |reason: String| {
             Err(Error::InvalidOptions {

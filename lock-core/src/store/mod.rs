@@ -302,11 +302,29 @@ pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> R
 /// `ttl` rounded up to a whole multiple of `store`'s resolution
 /// ([`LockStore::ttl_resolution`]): what the store is asked to keep, never
 /// less than what the caller asked for.
+#[inline]
 pub(crate) fn store_ttl(ttl: Duration, store: &dyn LockStore) -> Duration {
+    // Whole seconds, what TTLs almost always are, are a whole multiple of
+    // any resolution up to a second: no store to ask, nothing to round.
+    if ttl.subsec_nanos() == 0 {
+        return ttl;
+    }
     round_up(ttl, store.ttl_resolution())
 }
 
 fn round_up(ttl: Duration, resolution: Duration) -> Duration {
+    // The common case, whole milliseconds (or any step dividing a second),
+    // in 32-bit arithmetic: this runs on every acquire.
+    let sub_second = resolution.as_secs() == 0 && resolution.subsec_nanos() > 0;
+    if sub_second && 1_000_000_000 % resolution.subsec_nanos() == 0 {
+        let step = resolution.subsec_nanos();
+        let over = ttl.subsec_nanos() % step;
+        return if over == 0 {
+            ttl
+        } else {
+            ttl.saturating_add(Duration::from_nanos(u64::from(step - over)))
+        };
+    }
     let step = resolution.as_nanos();
     if step == 0 {
         return ttl;
