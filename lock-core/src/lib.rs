@@ -33,7 +33,8 @@
 //! - [`LockGuard`]: a held lease; release, extend, keep. Dropping it releases.
 //! - [`current`]: the [`Lease`] held by the locked work running now, with its
 //!   lost-lease signal.
-//! - [`LockStore`]: where leases live. [`MemoryStore`] is built in; `RedisStore`
+//! - [`LockStore`]: where leases live. [`MemoryStore`] is built in;
+//!   `MemcachedStore` (feature `memcached`) keeps leases in memcached; `RedisStore`
 //!   (feature `redis`) covers Redis and Redis Cluster.
 //! - [`registry`]: the application-wide manager, and every lock the binary
 //!   declares.
@@ -109,6 +110,8 @@ pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use options::{LockOptions, OnContended, OnLost};
 pub use store::{LockStore, MemoryStore};
+#[cfg(feature = "memcached")]
+pub use store::{MemcachedConfig, MemcachedStore};
 #[cfg(feature = "redis")]
 pub use store::{RedisConfig, RedisStore};
 

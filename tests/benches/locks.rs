@@ -18,6 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager, MemoryStore, RedisStore, registry};
+
+#[path = "locks/memcached.rs"]
+mod memcached;
 use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 
@@ -121,6 +124,22 @@ fn main() {
         }
         if wanted("memory-contention") {
             memory_contention(&mut rows).await;
+        }
+        if wanted("memcached") {
+            if let Some(url) = lock_tests::memcached::memcached_url() {
+                let thread_url = url.clone();
+                let measured = std::thread::spawn(move || {
+                    let mut measured = Vec::new();
+                    memcached::throughput(&thread_url, &mut measured);
+                    measured
+                })
+                .join()
+                .expect("the memcached throughput thread");
+                rows.extend(measured);
+                memcached::handoffs(&url, &mut rows).await;
+            } else {
+                eprintln!("no memcached: its figures are missing from this run");
+            }
         }
         if !wanted("redis-throughput") && !wanted("redis-handoff") && !wanted("redis-contention") {
             return;

@@ -29,6 +29,28 @@ const LONG: Duration = Duration::from_secs(60);
 /// Generous bound for things that should happen "promptly".
 const HANG_GUARD: Duration = Duration::from_secs(10);
 
+/// `millis` milliseconds of lease time on `locks`'s store: as written on a
+/// store that keeps milliseconds, ten times longer on one that keeps whole
+/// seconds (memcached), so every TTL and every sleep around it stays well
+/// clear of the store's granularity.
+pub fn ms(locks: &LockManager, millis: u64) -> Duration {
+    let scale = if locks.store().ttl_resolution() >= Duration::from_secs(1) {
+        10
+    } else {
+        1
+    };
+    Duration::from_millis(millis * scale)
+}
+
+/// The longest `locks`'s store may keep a lease of `ttl`: rounded up to its
+/// resolution, plus one more step (memcached's clock ticks once a second,
+/// so it keeps an extra second to never keep less).
+pub fn longest(locks: &LockManager, ttl: Duration) -> Duration {
+    let step = locks.store().ttl_resolution();
+    let steps = ttl.as_nanos().div_ceil(step.as_nanos().max(1));
+    step * u32::try_from(steps + 1).unwrap_or(u32::MAX)
+}
+
 /// The same manager under a prefix no other test uses.
 pub fn isolated(manager: LockManager) -> LockManager {
     let unique: u64 = rand::random();
@@ -93,9 +115,9 @@ pub async fn releasing_lets_the_next_caller_in(locks: LockManager) {
 pub async fn a_release_after_the_lock_moved_on_does_not_take_it_from_the_new_holder(
     locks: LockManager,
 ) {
-    let short = locks.lock("moved-on", Duration::from_millis(100));
+    let short = locks.lock("moved-on", ms(&locks, 100));
     let stale = short.acquire().await.expect("acquire").expect("free lock");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(ms(&locks, 250)).await;
     let current = locks
         .lock("moved-on", LONG)
         .acquire()
@@ -138,10 +160,10 @@ pub async fn two_holders_get_different_tokens(locks: LockManager) {
 
 /// A holder that vanished without releasing must not block the lock forever.
 pub async fn an_expired_lock_is_available_again(locks: LockManager) {
-    let lock = locks.lock("expiring", Duration::from_millis(100));
+    let lock = locks.lock("expiring", ms(&locks, 100));
     lock.acquire().await.expect("acquire").expect("free").keep();
     assert!(lock.is_held().await.expect("is_held"), "held right after");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(ms(&locks, 250)).await;
     assert!(
         !lock.is_held().await.expect("is_held"),
         "expired after its ttl"
@@ -244,7 +266,7 @@ pub async fn waiting_gets_the_lock_once_it_is_released(locks: LockManager) {
 /// releases it.
 pub async fn waiting_gets_the_lock_once_the_holders_ttl_runs_out(locks: LockManager) {
     locks
-        .lock("wait-expiry", Duration::from_millis(200))
+        .lock("wait-expiry", ms(&locks, 200))
         .acquire()
         .await
         .expect("acquire")
@@ -326,15 +348,12 @@ pub async fn a_waiter_does_not_poll_the_store(locks: LockManager) {
 
 /// Extending keeps a job's lock past its original TTL.
 pub async fn extending_keeps_a_long_jobs_lock(locks: LockManager) {
-    let lock = locks.lock("extend", Duration::from_millis(300));
+    let lock = locks.lock("extend", ms(&locks, 300));
     let guard = lock.acquire().await.expect("acquire").expect("free");
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        tokio::time::sleep(ms(&locks, 150)).await;
         assert!(
-            guard
-                .extend(Duration::from_millis(300))
-                .await
-                .expect("extend"),
+            guard.extend(ms(&locks, 300)).await.expect("extend"),
             "our live lease extends"
         );
     }
@@ -353,14 +372,14 @@ pub async fn extending_keeps_a_long_jobs_lock(locks: LockManager) {
 /// new holder's lease alone.
 pub async fn extending_a_lock_that_moved_on_says_so(locks: LockManager) {
     let stale = locks
-        .lock("extend-moved", Duration::from_millis(100))
+        .lock("extend-moved", ms(&locks, 100))
         .acquire()
         .await
         .expect("acquire")
         .expect("free");
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    tokio::time::sleep(ms(&locks, 250)).await;
     let current = locks
-        .lock("extend-moved", Duration::from_millis(500))
+        .lock("extend-moved", ms(&locks, 500))
         .acquire()
         .await
         .expect("acquire")
@@ -381,7 +400,7 @@ pub async fn extending_a_lock_that_moved_on_says_so(locks: LockManager) {
         "the lease is still the new holder's"
     );
     assert!(
-        holder.remaining_ttl() <= Duration::from_millis(500),
+        holder.remaining_ttl() <= longest(&locks, ms(&locks, 500)),
         "the stale extend must not have pushed the new holder's ttl to 60 s: {:?}",
         holder.remaining_ttl()
     );
@@ -389,14 +408,14 @@ pub async fn extending_a_lock_that_moved_on_says_so(locks: LockManager) {
 
 /// `keep` leaves the claim standing after the guard is gone, until its TTL.
 pub async fn keep_leaves_the_claim_standing_until_its_ttl_and_it_then_expires(locks: LockManager) {
-    let lock = locks.lock("keep", Duration::from_millis(300));
+    let lock = locks.lock("keep", ms(&locks, 300));
     lock.acquire().await.expect("acquire").expect("free").keep();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(ms(&locks, 50)).await;
     assert!(
         lock.acquire().await.expect("acquire").is_none(),
         "a kept claim still excludes others"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(ms(&locks, 400)).await;
     assert!(
         lock.acquire().await.expect("acquire").is_some(),
         "and it expires at its ttl"
@@ -461,7 +480,8 @@ pub async fn the_holder_is_described_with_its_remaining_ttl(locks: LockManager) 
         holder.owner()
     );
     assert!(
-        holder.remaining_ttl() > Duration::from_secs(50) && holder.remaining_ttl() <= LONG,
+        holder.remaining_ttl() > Duration::from_secs(50)
+            && holder.remaining_ttl() <= longest(&locks, LONG),
         "remaining ttl is about 60 s: {:?}",
         holder.remaining_ttl()
     );

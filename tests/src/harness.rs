@@ -51,7 +51,8 @@ pub fn unavailable<T>(what: &str, why: &str) -> Option<T> {
         "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
          !!! SKIPPED: {what}\n\
          !!! {why}\n\
-         !!! Install redis-server (apt-get install redis-server) or set REDIS_URL.\n\
+         !!! Install the server (apt-get install redis-server memcached) or set its URL\n\
+         !!! (REDIS_URL, MEMCACHED_URL).\n\
          !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
     );
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {

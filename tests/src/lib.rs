@@ -2,9 +2,12 @@
 //! stores and log capture.
 
 pub mod cancellation;
+pub mod children;
 pub mod contract;
 pub mod harness;
 pub mod instrumented;
 pub mod lifecycle;
 pub mod logs;
+pub mod memcached;
 pub mod proxy;
+pub mod server;

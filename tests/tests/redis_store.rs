@@ -4,11 +4,11 @@
 //!
 //! Time bounds here are hang guards, far above what a healthy run needs.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager, RedisConfig, RedisStore};
+use lock_tests::children::{self, Children, read_line, reports};
 use lock_tests::harness::{self, RedisServer};
 use redis::AsyncCommands;
 
@@ -26,56 +26,7 @@ fn unique(what: &str) -> String {
 
 /// The child-process binary of this crate.
 fn child(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lock-child"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn lock-child")
-}
-
-/// Kills any children still running when a test fails, so none outlive it.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Reads one line from a child's stdout, on a thread, so a silent child
-/// trips the hang guard instead of hanging the test.
-fn read_line(child: &mut Child, guard: Duration) -> String {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = send.send(line);
-    });
-    receive
-        .recv_timeout(guard)
-        .unwrap_or_else(|_| panic!("a child said nothing within {guard:?}"))
-        .trim()
-        .to_owned()
-}
-
-/// Every child's one-line report, after checking each exited cleanly.
-fn reports(children: &mut Children, guard: Duration) -> Vec<String> {
-    children
-        .0
-        .iter_mut()
-        .map(|child| {
-            let line = read_line(child, guard);
-            let status = child.wait().expect("child exit");
-            assert!(status.success(), "a child exited with {status}: {line}");
-            line
-        })
-        .collect()
+    children::spawn(env!("CARGO_BIN_EXE_lock-child"), args)
 }
 
 /// A plain connection for reading and cleaning up what the children wrote.

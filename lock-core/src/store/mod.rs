@@ -56,12 +56,16 @@
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
+#[cfg(feature = "memcached")]
+mod memcached;
 mod memory;
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "memcached"))]
 mod net;
 #[cfg(feature = "redis")]
 mod redis;
 
+#[cfg(feature = "memcached")]
+pub use self::memcached::{MemcachedConfig, MemcachedStore};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisConfig, RedisStore};
 pub use memory::MemoryStore;

@@ -9,7 +9,10 @@
 //!     Takes the fenced lock <count> times in a row and, under it, appends
 //!     the fencing token to <list-key> (RPUSH), so the list holds every
 //!     token in acquisition order. Prints `done <count>`.
-//! lock-child hold <redis-url> <prefix> <lock-name> <ttl-ms>
+//! lock-child contend-file <store-url> <prefix> <lock-name> <path> <tasks> <rounds> <ttl-ms>
+//!     As `contend`, on any store, with the counter in the file <path> (read,
+//!     yield, write), under locks of <ttl-ms>. Prints `done <increments>`.
+//! lock-child hold <store-url> <prefix> <lock-name> <ttl-ms>
 //!     Takes the lock, prints `held`, then sleeps until killed.
 //! lock-child schedule <redis-url> <prefix> <start-unix-ms> <period-ms> <slots> <lag-ms> <list-key>
 //!     The scheduler of `lock-core/examples/scheduler.rs`: for each slot
@@ -24,11 +27,13 @@
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
 //! ```
 //!
+//! A `<store-url>` is `redis://...` or `memcache://...`.
+//!
 //! Any failure prints `error <message>` and exits with status 1.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{LockManager, RedisStore, locked, registry};
+use lock_core::{LockManager, MemcachedStore, RedisStore, locked, registry};
 use lock_tests::harness::say;
 use redis::AsyncCommands;
 
@@ -65,6 +70,18 @@ async fn run(args: &[String]) -> Result<String, String> {
             let count: usize = count.parse().map_err(|e| format!("count: {e}"))?;
             fence(url, prefix, name, list, count).await
         }
+        [mode, url, prefix, name, path, tasks, rounds, ttl_ms] if mode == "contend-file" => {
+            let number = |text: &str, what: &str| {
+                text.parse::<u64>()
+                    .map_err(|e| format!("{what} {text:?}: {e}"))
+            };
+            let plan = FileContention {
+                tasks: number(tasks, "tasks")?,
+                rounds: number(rounds, "rounds")?,
+                ttl: Duration::from_millis(number(ttl_ms, "ttl")?),
+            };
+            contend_file(url, prefix, name, path, plan).await
+        }
         [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
             let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
             hold(url, prefix, name, Duration::from_millis(ttl_ms)).await
@@ -88,10 +105,65 @@ async fn run(args: &[String]) -> Result<String, String> {
 }
 
 async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let store = RedisStore::connect(url)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    Ok(LockManager::new(store).with_prefix(prefix))
+    let locks = if url.starts_with("memcache") {
+        LockManager::new(
+            MemcachedStore::connect(url)
+                .await
+                .map_err(|e| format!("connect: {e}"))?,
+        )
+    } else {
+        LockManager::new(
+            RedisStore::connect(url)
+                .await
+                .map_err(|e| format!("connect: {e}"))?,
+        )
+    };
+    Ok(locks.with_prefix(prefix))
+}
+
+struct FileContention {
+    tasks: u64,
+    rounds: u64,
+    ttl: Duration,
+}
+
+/// Read-yield-write increments of a number in a file, each under the lock:
+/// any overlap between two holders, in this process or another, loses one.
+async fn contend_file(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    path: &str,
+    plan: FileContention,
+) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let workers = (0..plan.tasks).map(|_| {
+        let lock = locks.lock(name, plan.ttl).wait_for(WAIT);
+        let path = path.to_owned();
+        tokio::spawn(async move {
+            for _ in 0..plan.rounds {
+                let ran = lock
+                    .run(async {
+                        let text = std::fs::read_to_string(&path).unwrap_or_default();
+                        let value: u64 = text.trim().parse().unwrap_or(0);
+                        tokio::task::yield_now().await;
+                        std::fs::write(&path, (value + 1).to_string())
+                            .map_err(|e| lock_core::Error::store("write the counter of", "file", e))
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if ran.is_none() {
+                    return Err(format!("waited {WAIT:?} for the lock without getting it"));
+                }
+            }
+            Ok(plan.rounds)
+        })
+    });
+    let mut done = 0;
+    for worker in workers.collect::<Vec<_>>() {
+        done += worker.await.map_err(|e| e.to_string())??;
+    }
+    Ok(format!("done {done}"))
 }
 
 async fn contend(

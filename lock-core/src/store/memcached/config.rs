@@ -1,0 +1,66 @@
+//! [`MemcachedConfig`]: how a [`MemcachedStore`](super::MemcachedStore)
+//! behaves.
+
+use std::time::Duration;
+
+/// The default bound on every call.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The default number of connections.
+const DEFAULT_POOL: usize = 2;
+
+/// How a [`MemcachedStore`](super::MemcachedStore) behaves: its time bound
+/// and its number of connections.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::MemcachedConfig;
+///
+/// let config = MemcachedConfig::new()
+///     .timeout(Duration::from_secs(1))
+///     .pool_size(4);
+/// # let _ = config;
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a MemcachedConfig does nothing until passed to MemcachedStore::connect_with"]
+pub struct MemcachedConfig {
+    pub(super) timeout: Duration,
+    pub(super) pool_size: usize,
+}
+
+impl Default for MemcachedConfig {
+    fn default() -> Self {
+        MemcachedConfig {
+            timeout: DEFAULT_TIMEOUT,
+            pool_size: DEFAULT_POOL,
+        }
+    }
+}
+
+impl MemcachedConfig {
+    /// The defaults: a 3 s timeout and 2 connections.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The longest any one call (connect, acquire, release, extend...) may
+    /// take before it fails with [`Error::Store`](crate::Error::Store).
+    /// Default 3 s. A zero timeout is raised to 1 ms.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        MemcachedConfig {
+            timeout: timeout.max(Duration::from_millis(1)),
+            ..self
+        }
+    }
+
+    /// How many connections the store keeps (at least 1; default 2). Each
+    /// lock name always uses the same connection, so its requests reach the
+    /// server in the order they were made; more connections spread many
+    /// names over more server threads.
+    pub fn pool_size(self, pool_size: usize) -> Self {
+        MemcachedConfig {
+            pool_size: pool_size.max(1),
+            ..self
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! Leases in memcached, over its meta protocol (memcached 1.6 and later).
+//!
+//! One job per file: [`config`] (the settings), [`client`] (a minimal
+//! meta-protocol client: why not a crate is said there), [`keys`] (key
+//! encoding and whole-second TTLs); this file is the store.
+
+mod client;
+mod config;
+mod keys;
+
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::client::{Code, Connection, Reply};
+pub use self::config::MemcachedConfig;
+use self::keys::{MAX_TTL, exptime, lease_key};
+use super::net::deadline::Deadline;
+use super::net::waiters::Waiters;
+use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::{Error, Holder, Result};
+
+/// Leases kept in memcached, shared by every process that reaches the
+/// server.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::{LockManager, MemcachedStore};
+///
+/// let store = MemcachedStore::connect("memcache://127.0.0.1:11211").await?;
+/// let locks = LockManager::new(store);
+/// let ran = locks
+///     .lock("nightly-export", Duration::from_secs(600))
+///     .run(async { Ok::<_, lock_core::Error>("exported") })
+///     .await?;
+/// # let _ = ran;
+/// # Ok(()) }
+/// ```
+///
+/// One server: memcached does not replicate, and spreading one lock's
+/// requests over several servers would give each server its own copy of the
+/// lock. A store runs on the tokio runtime it was created in (its connection
+/// tasks live there).
+///
+/// # The operations
+///
+/// | operation | meta commands | round trips |
+/// |---|---|---|
+/// | acquire | `ms key T<s> ME` (add: set if absent, with the TTL); a waiting caller pipelines `mg key t` behind it for the holder's remaining TTL | 1 |
+/// | release | `mg key v c` (value and CAS), then, if the value is our token, `md key C<cas>` | 2 |
+/// | extend | `mg key v c`, then, if ours, `ms key T<s> C<cas>` (same token, new TTL) | 2 |
+/// | holder | `mg key v t` | 1 |
+///
+/// Release and extend read, then write under the CAS they read: if anything
+/// changed the item in between (it expired and someone else took it), the
+/// CAS no longer matches and nothing is changed. There is no window in which
+/// a stale holder can delete or prolong the next holder's lease.
+///
+/// # TTLs in whole seconds
+///
+/// Memcached keeps TTLs in whole seconds on a clock that ticks once a
+/// second, so an item stored for `n` seconds can expire after as little as
+/// `n - 1`. The store asks for the TTL rounded up to whole seconds, plus
+/// one: a lease lasts at least its TTL and at most about a second and a
+/// half more (a 1500 ms lease lasts between 2 and 3 s). TTLs above 30 days
+/// less a second are refused ([`max_ttl`](LockStore::max_ttl)): memcached
+/// would read them as a date. [`Holder::remaining_ttl`] is in whole seconds.
+///
+/// # Waiting
+///
+/// Memcached cannot tell anyone about a release. A waiter is woken at once
+/// by a release (or force-release) made through this store, in this
+/// process; otherwise it sleeps for the holder's remaining TTL, with jitter,
+/// and tries again. Never a fixed polling period.
+///
+/// # What memcached adds to [the guarantee](crate#the-guarantee-stated-honestly)
+///
+/// Memcached is a cache: under memory pressure it **evicts** items, a lease
+/// among them, and an evicted lease is a lock nobody holds. A restart
+/// forgets every lease. Fencing tokens are not offered
+/// ([`fencing`](LockStore::fencing) is false, and `fenced` locks fail with
+/// [`Error::FencingUnsupported`]): a counter in memcached could be evicted
+/// too and start again below tokens already handed out. Use this store where
+/// memcached is already the shared state and a rare double run is
+/// tolerable; for money, or anything that must never run twice, use Redis
+/// with fencing, PostgreSQL or etcd.
+#[derive(Clone)]
+pub struct MemcachedStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    connections: Vec<Connection>,
+    waiters: Arc<Waiters>,
+    config: MemcachedConfig,
+    /// `host:port`, for `Debug` and errors.
+    address: String,
+}
+
+impl MemcachedStore {
+    /// Connects to one memcached server, with the default
+    /// [`MemcachedConfig`].
+    ///
+    /// `url` is `memcache://host[:port]` (port 11211 by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the URL is invalid, or the server cannot be
+    /// reached or does not speak the meta protocol (memcached 1.6 or later)
+    /// within the timeout.
+    pub async fn connect(url: &str) -> Result<MemcachedStore> {
+        Self::connect_with(url, MemcachedConfig::default()).await
+    }
+
+    /// Connects to one memcached server, with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](MemcachedStore::connect).
+    pub async fn connect_with(url: &str, config: MemcachedConfig) -> Result<MemcachedStore> {
+        let address = address(url)?;
+        let connections = (0..config.pool_size)
+            .map(|_| Connection::new(address.clone(), config.timeout))
+            .collect();
+        let store = MemcachedStore {
+            shared: Arc::new(Shared {
+                connections,
+                waiters: Arc::new(Waiters::default()),
+                config,
+                address,
+            }),
+        };
+        // One miss on every connection: the server is there, and speaks the
+        // meta protocol (an older memcached answers `ERROR`).
+        for connection in &store.shared.connections {
+            let probe = store
+                .deadline()
+                .bound(connection.call(b"mg lock-core-probe t\r\n".to_vec(), 1))
+                .await;
+            if let Err(e) = probe {
+                return Err(Error::store(
+                    "connect",
+                    store.shared.address.clone(),
+                    format!("{e}; the store needs memcached 1.6 or later (the meta protocol)"),
+                ));
+            }
+        }
+        Ok(store)
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &MemcachedConfig {
+        &self.shared.config
+    }
+
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.shared.config.timeout, "MemcachedConfig::timeout")
+    }
+
+    /// The connection for `lease`: always the same one, so one key's
+    /// requests reach the server in order.
+    fn connection(&self, lease: &str) -> &Connection {
+        let connections = &self.shared.connections;
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(lease);
+        &connections[(hash % connections.len() as u64) as usize]
+    }
+
+    /// Sends `bytes` for the lease `lease` and reads `replies` replies, all
+    /// within one deadline.
+    async fn call(
+        &self,
+        operation: &'static str,
+        key: &str,
+        lease: &str,
+        bytes: Vec<u8>,
+        replies: usize,
+    ) -> Result<Vec<Reply>> {
+        self.deadline()
+            .bound(self.connection(lease).call(bytes, replies))
+            .await
+            .map_err(|e| Error::store(operation, key, e))
+    }
+
+    /// The lease's value and CAS, when it exists.
+    async fn value_and_cas(
+        &self,
+        operation: &'static str,
+        key: &str,
+        lease: &str,
+    ) -> Result<Option<(Vec<u8>, i64)>> {
+        let command = format!("mg {lease} b v c\r\n").into_bytes();
+        let Some(reply) = first(self.call(operation, key, lease, command, 1).await?) else {
+            return Ok(None);
+        };
+        let cas = match reply.code {
+            Code::Value => reply_cas(operation, key, &reply)?,
+            _ => return Ok(None),
+        };
+        Ok(reply.value.map(|value| (value, cas)))
+    }
+}
+
+/// `host:port` from a `memcache://host[:port]` URL.
+fn address(url: &str) -> Result<String> {
+    let refuse = |why: &str| {
+        Error::store(
+            "connect",
+            redacted(url),
+            format!("{why}; use a URL like memcache://127.0.0.1:11211"),
+        )
+    };
+    let rest = url
+        .strip_prefix("memcache://")
+        .or_else(|| url.strip_prefix("memcached://"))
+        .ok_or_else(|| refuse("the URL must start with memcache://"))?;
+    if rest.contains('@') {
+        return Err(refuse(
+            "memcached's meta protocol has no authentication (SASL needs the binary protocol); keep memcached on a private network and leave credentials out of the URL",
+        ));
+    }
+    let host_port = rest.trim_end_matches('/');
+    if host_port.is_empty() || host_port.contains(['/', ',', ' ']) {
+        return Err(refuse("give exactly one server, as host or host:port"));
+    }
+    let has_port = match host_port.rsplit_once(':') {
+        // An IPv6 literal in brackets ends in `]`, not in a port.
+        Some((_, port)) => !port.ends_with(']') && !host_port.ends_with(']'),
+        None => false,
+    };
+    Ok(if has_port {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:11211")
+    })
+}
+
+/// `url` without anything before an `@` (credentials are refused anyway,
+/// but never shown).
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn first(replies: Vec<Reply>) -> Option<Reply> {
+    replies.into_iter().next()
+}
+
+fn reply_cas(operation: &'static str, key: &str, reply: &Reply) -> Result<i64> {
+    reply
+        .number(b'c')
+        .ok_or_else(|| Error::store(operation, key, "memcached sent a value without its CAS"))
+}
+
+/// `ms <lease> <len> b T<s> <flags>\r\n<token>\r\n`.
+fn set_command(lease: &str, token: &str, ttl: Duration, flags: &str) -> Vec<u8> {
+    let mut command =
+        format!("ms {lease} {} b T{} {flags}\r\n", token.len(), exptime(ttl)).into_bytes();
+    command.extend_from_slice(token.as_bytes());
+    command.extend_from_slice(b"\r\n");
+    command
+}
+
+impl LockStore for MemcachedStore {
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        Box::pin(async move {
+            let lease = lease_key(request.key)?;
+            // Before the attempt: a release in this process that lands
+            // between the attempt and the sleep must still wake us.
+            let interest = request.wake.then(|| self.shared.waiters.register(&lease));
+            let mut command = set_command(&lease, request.token, request.ttl, "ME");
+            let mut replies = 1;
+            if request.wake {
+                // The holder's remaining TTL, in the same round trip.
+                command.extend_from_slice(format!("mg {lease} b t\r\n").as_bytes());
+                replies = 2;
+            }
+            let mut replies = self
+                .call("acquire", request.key, &lease, command, replies)
+                .await?
+                .into_iter();
+            match replies.next().map(|reply| reply.code) {
+                Some(Code::Done) => Ok(Attempt::Acquired { fence: None }),
+                Some(Code::NotStored) => {
+                    let remaining = replies.next().map(|reply| match reply.number(b't') {
+                        // The lease left in between: try again at once.
+                        None => Duration::ZERO,
+                        // No expiry: written by something other than this
+                        // library; nap for our own TTL rather than spin.
+                        Some(seconds) if seconds < 0 => request.ttl,
+                        Some(seconds) => Duration::from_secs(seconds.unsigned_abs()),
+                    });
+                    Ok(Attempt::Held {
+                        remaining,
+                        wakeup: interest.map(Wakeup::new),
+                    })
+                }
+                other => Err(Error::store(
+                    "acquire",
+                    request.key,
+                    format!("memcached answered an add with {other:?}"),
+                )),
+            }
+        })
+    }
+
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let lease = lease_key(key)?;
+            let Some((value, cas)) = self.value_and_cas("release", key, &lease).await? else {
+                return Ok(false);
+            };
+            if value != token.as_bytes() {
+                return Ok(false);
+            }
+            let command = format!("md {lease} b C{cas}\r\n").into_bytes();
+            let reply = first(self.call("release", key, &lease, command, 1).await?);
+            let released = reply.is_some_and(|reply| reply.code == Code::Done);
+            if released {
+                self.shared.waiters.released(&lease);
+            }
+            Ok(released)
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let lease = lease_key(key)?;
+            let Some((value, cas)) = self.value_and_cas("extend", key, &lease).await? else {
+                return Ok(false);
+            };
+            if value != token.as_bytes() {
+                return Ok(false);
+            }
+            let command = set_command(&lease, token, ttl, &format!("C{cas}"));
+            let reply = first(self.call("extend", key, &lease, command, 1).await?);
+            Ok(reply.is_some_and(|reply| reply.code == Code::Done))
+        })
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let lease = lease_key(key)?;
+            let command = format!("md {lease} b\r\n").into_bytes();
+            let reply = first(self.call("force-release", key, &lease, command, 1).await?);
+            let released = reply.is_some_and(|reply| reply.code == Code::Done);
+            if released {
+                self.shared.waiters.released(&lease);
+            }
+            Ok(released)
+        })
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        Box::pin(async move {
+            let lease = lease_key(key)?;
+            let command = format!("mg {lease} b v t\r\n").into_bytes();
+            let reply = first(
+                self.call("read the holder of", key, &lease, command, 1)
+                    .await?,
+            );
+            Ok(reply.and_then(|reply| {
+                let remaining = match reply.number(b't') {
+                    Some(seconds) if seconds >= 0 => Duration::from_secs(seconds.unsigned_abs()),
+                    _ => Duration::MAX,
+                };
+                let token = reply.value?;
+                Some(Holder::new(String::from_utf8_lossy(&token), remaining))
+            }))
+        })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn max_ttl(&self) -> Duration {
+        MAX_TTL
+    }
+
+    /// Whole seconds: what memcached keeps.
+    fn ttl_resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+impl fmt::Debug for MemcachedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemcachedStore")
+            .field("server", &self.shared.address)
+            .field("connections", &self.shared.connections.len())
+            .field("timeout", &self.shared.config.timeout)
+            .field("waited_keys", &self.shared.waiters.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One server, named as host:port, with the default port filled in;
+    // anything else is an error that shows the URL form.
+    #[test]
+    fn a_url_names_one_server_and_nothing_else() {
+        assert_eq!(
+            address("memcache://10.0.0.5").expect("host"),
+            "10.0.0.5:11211"
+        );
+        assert_eq!(
+            address("memcache://cache.internal:11311/").expect("host:port"),
+            "cache.internal:11311"
+        );
+        assert_eq!(address("memcache://[::1]").expect("ipv6"), "[::1]:11211");
+        for bad in [
+            "redis://127.0.0.1",
+            "memcache://",
+            "memcache://a:1,b:2",
+            "memcache://user:secret@host",
+        ] {
+            let error = address(bad).expect_err(bad).to_string();
+            assert!(error.contains("memcache://"), "{bad}: {error}");
+            assert!(!error.contains("secret"), "never shows a password: {error}");
+        }
+    }
+}

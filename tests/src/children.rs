@@ -1,0 +1,62 @@
+//! Child processes for the cross-process tests (the `lock-child` binary),
+//! killed when a test ends, however it ends.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Starts `program` (the test's `env!("CARGO_BIN_EXE_lock-child")`) with
+/// `args`, its stdout piped for [`read_line`].
+pub fn spawn(program: &str, args: &[&str]) -> Child {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn lock-child")
+}
+
+/// Children that are killed when this is dropped, so none outlive a failed
+/// test.
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Reads one line from a child's stdout, on a thread, so a silent child
+/// trips the hang guard instead of hanging the test.
+pub fn read_line(child: &mut Child, guard: Duration) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = send.send(line);
+    });
+    receive
+        .recv_timeout(guard)
+        .unwrap_or_else(|_| panic!("a child said nothing within {guard:?}"))
+        .trim()
+        .to_owned()
+}
+
+/// Every child's one-line report, after checking each exited cleanly.
+pub fn reports(children: &mut Children, guard: Duration) -> Vec<String> {
+    children
+        .0
+        .iter_mut()
+        .map(|child| {
+            let line = read_line(child, guard);
+            let status = child.wait().expect("child exit");
+            assert!(status.success(), "a child exited with {status}: {line}");
+            line
+        })
+        .collect()
+}
