@@ -353,11 +353,33 @@ pub(crate) fn give_back(
     let unfinished = Unfinished(Some(Arc::clone(&key)));
     runtime.spawn(async move {
         let unfinished = unfinished;
-        let released = return_lease(&*store, &key, &token, hold).await;
+        let mut released = return_lease(&*store, &key, &token, hold).await;
+        if let GiveBack::AbandonedAcquire = why {
+            // The acquire may still be on its way: a store with a pool of
+            // connections can run this give-back before it. The token is
+            // this attempt's alone, so looking again can only ever remove
+            // our own lease.
+            for pause in ABANDONED_RECHECKS {
+                if !matches!(released, Ok(false)) {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                released = return_lease(&*store, &key, &token, hold).await;
+            }
+        }
         why.released(&key, released);
         unfinished.finish();
     });
 }
+
+/// When the give-back of an abandoned acquire found nothing, it looks again
+/// after these pauses: long enough for a request already sent to land, the
+/// last beyond the stores' default 3 s call timeout.
+const ABANDONED_RECHECKS: [Duration; 3] = [
+    Duration::from_millis(20),
+    Duration::from_millis(250),
+    Duration::from_secs(4),
+];
 
 /// Carried by a give-back task: if the task is dropped before it finishes
 /// (the runtime shut down), says so at WARN.

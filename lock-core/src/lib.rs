@@ -34,6 +34,7 @@
 //! - [`current`]: the [`Lease`] held by the locked work running now, with its
 //!   lost-lease signal.
 //! - [`LockStore`]: where leases live. [`MemoryStore`] is built in;
+//!   `PostgresStore` (feature `postgres`) keeps them in a PostgreSQL table;
 //!   `MemcachedStore` (feature `memcached`) keeps leases in memcached; `RedisStore`
 //!   (feature `redis`) covers Redis and Redis Cluster.
 //! - [`registry`]: the application-wide manager, and every lock the binary
@@ -112,6 +113,8 @@ pub use options::{LockOptions, OnContended, OnLost};
 pub use store::{LockStore, MemoryStore};
 #[cfg(feature = "memcached")]
 pub use store::{MemcachedConfig, MemcachedStore};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresConfig, PostgresStore};
 #[cfg(feature = "redis")]
 pub use store::{RedisConfig, RedisStore};
 

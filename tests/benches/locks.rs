@@ -21,6 +21,8 @@ use lock_core::{Error, LockManager, MemoryStore, RedisStore, registry};
 
 #[path = "locks/memcached.rs"]
 mod memcached;
+#[path = "locks/postgres.rs"]
+mod postgres;
 use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 
@@ -139,6 +141,22 @@ fn main() {
                 memcached::handoffs(&url, &mut rows).await;
             } else {
                 eprintln!("no memcached: its figures are missing from this run");
+            }
+        }
+        if wanted("postgres") {
+            if let Some(url) = lock_tests::postgres::postgres_url() {
+                let thread_url = url.clone();
+                let measured = std::thread::spawn(move || {
+                    let mut measured = Vec::new();
+                    postgres::throughput(&thread_url, &mut measured);
+                    measured
+                })
+                .join()
+                .expect("the PostgreSQL throughput thread");
+                rows.extend(measured);
+                postgres::handoff_and_table(&url, &mut rows).await;
+            } else {
+                eprintln!("no PostgreSQL: its figures are missing from this run");
             }
         }
         if !wanted("redis-throughput") && !wanted("redis-handoff") && !wanted("redis-contention") {

@@ -8,8 +8,14 @@ use std::time::Duration;
 /// Starts `program` (the test's `env!("CARGO_BIN_EXE_lock-child")`) with
 /// `args`, its stdout piped for [`read_line`].
 pub fn spawn(program: &str, args: &[&str]) -> Child {
+    spawn_with(program, args, &[])
+}
+
+/// As [`spawn`], with extra environment variables.
+pub fn spawn_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
     Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -59,4 +65,32 @@ pub fn reports(children: &mut Children, guard: Duration) -> Vec<String> {
             line
         })
         .collect()
+}
+
+/// Every line a child prints, as it prints them, for children that say
+/// more than one thing.
+pub struct Lines(std::sync::mpsc::Receiver<String>);
+
+impl Lines {
+    /// Starts reading `child`'s stdout on a thread.
+    pub fn of(child: &mut Child) -> Lines {
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if send.send(line.trim().to_owned()).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines(receive)
+    }
+
+    /// The next line, or a panic after `guard`.
+    pub fn next(&self, guard: Duration) -> String {
+        self.0
+            .recv_timeout(guard)
+            .unwrap_or_else(|_| panic!("a child said nothing within {guard:?}"))
+    }
 }

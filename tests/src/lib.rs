@@ -9,5 +9,6 @@ pub mod instrumented;
 pub mod lifecycle;
 pub mod logs;
 pub mod memcached;
+pub mod postgres;
 pub mod proxy;
 pub mod server;

@@ -47,10 +47,13 @@
 //!   need not give back a lease an acquire took before it was dropped (or
 //!   before it failed): the runtime does, with a compare-and-delete on that
 //!   acquire's token ([`release`](LockStore::release)), spawned the moment the
-//!   acquire future goes away. What a store must do is keep that give-back
-//!   from overtaking the acquire: a release sent after an acquire on the same
-//!   key must be applied after it (one ordered connection per node does
-//!   this), or the acquire's lease is left to its TTL.
+//!   acquire future goes away. A store should keep that give-back from
+//!   overtaking the acquire (a release sent after an acquire on the same key
+//!   applied after it, as one ordered connection per key does). For stores
+//!   that cannot (a pool of connections may run the give-back first), the
+//!   runtime looks again when the give-back found nothing: after 20 ms,
+//!   250 ms and 4 s; an acquire still in flight later than that leaves its
+//!   lease to its TTL.
 //! - [`is_shared`](LockStore::is_shared) is true only when leases are visible
 //!   to other processes *and* acquire is atomic across them.
 //!
@@ -59,13 +62,17 @@
 #[cfg(feature = "memcached")]
 mod memcached;
 mod memory;
-#[cfg(any(feature = "redis", feature = "memcached"))]
+#[cfg(any(feature = "redis", feature = "memcached", feature = "postgres"))]
 mod net;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 
 #[cfg(feature = "memcached")]
 pub use self::memcached::{MemcachedConfig, MemcachedStore};
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresConfig, PostgresStore};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisConfig, RedisStore};
 pub use memory::MemoryStore;

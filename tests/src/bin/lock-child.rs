@@ -12,6 +12,13 @@
 //! lock-child contend-file <store-url> <prefix> <lock-name> <path> <tasks> <rounds> <ttl-ms>
 //!     As `contend`, on any store, with the counter in the file <path> (read,
 //!     yield, write), under locks of <ttl-ms>. Prints `done <increments>`.
+//! lock-child fence-file <store-url> <prefix> <lock-name> <path> <count>
+//!     As `fence`, on any store that fences, appending each token to the
+//!     file <path>, one per line, under the lock. Prints `done <count>`.
+//! lock-child probe-wait <store-url> <prefix> <lock-name>
+//!     Tries the lock once without waiting and prints `none` or `got`; then
+//!     (if it did not get it) waits up to 60 s and prints `got <unix-us>`,
+//!     the wall-clock microsecond it got the lock.
 //! lock-child hold <store-url> <prefix> <lock-name> <ttl-ms>
 //!     Takes the lock, prints `held`, then sleeps until killed.
 //! lock-child schedule <redis-url> <prefix> <start-unix-ms> <period-ms> <slots> <lag-ms> <list-key>
@@ -27,13 +34,16 @@
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
 //! ```
 //!
-//! A `<store-url>` is `redis://...` or `memcache://...`.
+//! A `<store-url>` is `redis://...`, `memcache://...` or `postgres://...`
+//! (the PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`).
 //!
 //! Any failure prints `error <message>` and exits with status 1.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{LockManager, MemcachedStore, RedisStore, locked, registry};
+use lock_core::{
+    LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisStore, locked, registry,
+};
 use lock_tests::harness::say;
 use redis::AsyncCommands;
 
@@ -82,6 +92,11 @@ async fn run(args: &[String]) -> Result<String, String> {
             };
             contend_file(url, prefix, name, path, plan).await
         }
+        [mode, url, prefix, name, path, count] if mode == "fence-file" => {
+            let count: usize = count.parse().map_err(|e| format!("count: {e}"))?;
+            fence_file(url, prefix, name, path, count).await
+        }
+        [mode, url, prefix, name] if mode == "probe-wait" => probe_wait(url, prefix, name).await,
         [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
             let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
             hold(url, prefix, name, Duration::from_millis(ttl_ms)).await
@@ -105,7 +120,17 @@ async fn run(args: &[String]) -> Result<String, String> {
 }
 
 async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let locks = if url.starts_with("memcache") {
+    let locks = if url.starts_with("postgres") {
+        let mut config = PostgresConfig::new();
+        if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
+            config = config.schema(schema);
+        }
+        LockManager::new(
+            PostgresStore::connect_with(url, config)
+                .await
+                .map_err(|e| format!("connect: {e}"))?,
+        )
+    } else if url.starts_with("memcache") {
         LockManager::new(
             MemcachedStore::connect(url)
                 .await
@@ -119,6 +144,68 @@ async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
         )
     };
     Ok(locks.with_prefix(prefix))
+}
+
+/// Takes the fenced lock `count` times in a row, appending each token to
+/// the file at `path` under the lock.
+async fn fence_file(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    path: &str,
+    count: usize,
+) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let lock = locks.lock(name, TTL).wait_for(WAIT).fenced();
+    for _ in 0..count {
+        let ran = lock
+            .run(async {
+                let fence = lock_core::current()
+                    .and_then(|lease| lease.fence())
+                    .ok_or_else(|| lock_core::Error::store("read the fence of", name, "none"))?;
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| lock_core::Error::store("append the fence to", "file", e))?;
+                std::io::Write::write_all(&mut file, format!("{fence}\n").as_bytes())
+                    .map_err(|e| lock_core::Error::store("append the fence to", "file", e))
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if ran.is_none() {
+            return Err(format!("waited {WAIT:?} for the lock without getting it"));
+        }
+    }
+    Ok(format!("done {count}"))
+}
+
+/// Tries once, says so, then waits for the lock and says when it got it.
+async fn probe_wait(url: &str, prefix: &str, name: &str) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let first = locks
+        .lock(name, TTL)
+        .acquire()
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(guard) = first {
+        guard.release().await.map_err(|e| e.to_string())?;
+        return Ok("got".to_owned());
+    }
+    say("none");
+    let guard = locks
+        .lock(name, TTL)
+        .wait_for(WAIT)
+        .acquire()
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("waited {WAIT:?} without getting it"))?;
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_micros();
+    guard.release().await.map_err(|e| e.to_string())?;
+    Ok(format!("got {at}"))
 }
 
 struct FileContention {

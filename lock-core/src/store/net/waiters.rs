@@ -73,7 +73,7 @@ impl Waiters {
 
     /// Wakes every waiter: used after the subscription (re)connects, when a
     /// release may have gone unheard.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn wake_all(&self) {
         for notify in self.lock().values() {
             notify.notify_waiters();

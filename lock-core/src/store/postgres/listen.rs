@@ -1,0 +1,162 @@
+//! The store's one `LISTEN` connection: hears every release `NOTIFY` on the
+//! channel and wakes this process's waiters for that name.
+//!
+//! It needs a connection of its own that keeps its session (a `LISTEN` lives
+//! in the session): straight to PostgreSQL, or through a PgBouncer pool in
+//! session mode, never transaction mode. When it breaks (the server
+//! restarts, an administrator terminates it), it is opened again after a
+//! growing pause, listens again, and wakes every waiter once, in case a
+//! release went unheard meanwhile; waiters also wake at the holder's expiry
+//! or their deadline whatever happens to it.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::store::net::backoff::Backoff;
+use crate::store::net::deadline::Deadline;
+use crate::store::net::waiters::Waiters;
+
+/// How often the connection checks that the server still answers.
+const PING_EVERY: Duration = Duration::from_secs(5);
+
+/// Bounds of the pause between attempts to listen again.
+const RELISTEN_MIN: Duration = Duration::from_millis(50);
+const RELISTEN_MAX: Duration = Duration::from_secs(1);
+
+/// A connection that stayed up this long was healthy: the next attempt
+/// after it ends comes after the shortest pause again.
+const HEALTHY: Duration = Duration::from_secs(10);
+
+/// The background task holding the store's `LISTEN` connection.
+pub(super) struct Listener {
+    pub(super) config: tokio_postgres::Config,
+    pub(super) channel: String,
+    pub(super) timeout: Duration,
+    pub(super) waiters: Arc<Waiters>,
+}
+
+/// A connected, listening session: the client (for the ping) and its
+/// connection (the source of notifications).
+type Session = (
+    tokio_postgres::Client,
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+);
+
+impl Listener {
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.timeout, "PostgresConfig::timeout")
+    }
+
+    /// Connects and sends `LISTEN`, within the timeout.
+    pub(super) async fn listen(&self) -> Result<Session, String> {
+        let (client, mut connection) = self
+            .deadline()
+            .bound(self.config.connect(NoTls))
+            .await
+            .map_err(|e| e.to_string())?;
+        let statement = format!("LISTEN {}", quoted(&self.channel));
+        // The connection must be polled for the LISTEN to complete; drive
+        // both until the statement's answer arrives.
+        let listening = self.deadline().bound(async {
+            let mut query = std::pin::pin!(client.batch_execute(&statement));
+            loop {
+                tokio::select! {
+                    done = &mut query => return done,
+                    message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                        Some(Ok(AsyncMessage::Notification(note))) => self.heard(note.payload()),
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(e),
+                        None => return query.await,
+                    },
+                }
+            }
+        });
+        listening.await.map_err(|e| e.to_string())?;
+        Ok((client, connection))
+    }
+
+    /// Serves the session until it fails, then listens again, with a
+    /// growing pause between attempts, for the store's life.
+    pub(super) async fn run(self, first: Session) {
+        let mut session = Some(first);
+        let mut backoff = Backoff::new(RELISTEN_MIN, RELISTEN_MAX, HEALTHY);
+        loop {
+            if let Some((client, connection)) = session.take() {
+                let up = tokio::time::Instant::now();
+                self.serve(client, connection).await;
+                backoff.ended_after(up.elapsed());
+                tracing::debug!(channel = %self.channel, "release LISTEN connection lost; listening again");
+            }
+            tokio::time::sleep(backoff.next_pause()).await;
+            match self.listen().await {
+                Ok(fresh) => {
+                    // Releases while we were away went unheard: let every
+                    // waiter retry once.
+                    self.waiters.wake_all();
+                    session = Some(fresh);
+                }
+                Err(error) => tracing::debug!(%error, "could not listen for releases yet"),
+            }
+        }
+    }
+
+    /// Dispatches notifications until the connection ends or stops
+    /// answering.
+    async fn serve(&self, client: tokio_postgres::Client, mut connection: SessionConnection) {
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                    Some(Ok(AsyncMessage::Notification(note))) => self.heard(note.payload()),
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return,
+                },
+                _ = ping.tick() => {
+                    // The ping's answer arrives through the connection, so
+                    // keep polling it while waiting.
+                    let alive = self.deadline().bound(async {
+                        let mut query = std::pin::pin!(client.simple_query(""));
+                        loop {
+                            tokio::select! {
+                                done = &mut query => return done.map(drop),
+                                message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                                    Some(Ok(AsyncMessage::Notification(note))) => self.heard(note.payload()),
+                                    Some(Ok(_)) => {}
+                                    Some(Err(e)) => return Err(e),
+                                    None => return query.await.map(drop),
+                                },
+                            }
+                        }
+                    });
+                    if alive.await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A release was announced: an empty payload (a name too long to send)
+    /// wakes everyone, a name wakes its waiters.
+    fn heard(&self, payload: &str) {
+        if payload.is_empty() {
+            self.waiters.wake_all();
+        } else {
+            self.waiters.released(payload);
+        }
+    }
+}
+
+type SessionConnection =
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+
+/// `channel` as a quoted identifier for `LISTEN` (`pg_notify` takes it as
+/// text, so it may hold anything; quotes are doubled).
+fn quoted(channel: &str) -> String {
+    format!("\"{}\"", channel.replace('"', "\"\""))
+}

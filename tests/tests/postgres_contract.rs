@@ -1,0 +1,3 @@
+//! The store contract suite on a real PostgreSQL server.
+
+lock_tests::store_contract!(lock_tests::postgres::postgres_manager());
