@@ -34,6 +34,8 @@
 //! - [`current`]: the [`Lease`] held by the locked work running now, with its
 //!   lost-lease signal.
 //! - [`LockStore`]: where leases live. [`MemoryStore`] is built in;
+//!   `EtcdStore` (feature `etcd`) keeps them by consensus, with fencing
+//!   tokens that survive failover;
 //!   `PostgresStore` (feature `postgres`) keeps them in a PostgreSQL table;
 //!   `MemcachedStore` (feature `memcached`) keeps leases in memcached; `RedisStore`
 //!   (feature `redis`) covers Redis and Redis Cluster.
@@ -110,6 +112,8 @@ pub use lock::Lock;
 pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use options::{LockOptions, OnContended, OnLost};
+#[cfg(feature = "etcd")]
+pub use store::{EtcdConfig, EtcdStore};
 pub use store::{LockStore, MemoryStore};
 #[cfg(feature = "memcached")]
 pub use store::{MemcachedConfig, MemcachedStore};

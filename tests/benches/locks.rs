@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager, MemoryStore, RedisStore, registry};
 
+#[path = "locks/etcd.rs"]
+mod etcd;
 #[path = "locks/memcached.rs"]
 mod memcached;
 #[path = "locks/postgres.rs"]
@@ -141,6 +143,22 @@ fn main() {
                 memcached::handoffs(&url, &mut rows).await;
             } else {
                 eprintln!("no memcached: its figures are missing from this run");
+            }
+        }
+        if wanted("etcd") {
+            if let Some(endpoints) = lock_tests::etcd::etcd_endpoints() {
+                let thread_endpoints = endpoints.clone();
+                let measured = std::thread::spawn(move || {
+                    let mut measured = Vec::new();
+                    etcd::throughput(&thread_endpoints, &mut measured);
+                    measured
+                })
+                .join()
+                .expect("the etcd throughput thread");
+                rows.extend(measured);
+                etcd::handoff(&endpoints, &mut rows).await;
+            } else {
+                eprintln!("no etcd: its figures are missing from this run");
             }
         }
         if wanted("postgres") {

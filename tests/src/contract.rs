@@ -30,12 +30,17 @@ const LONG: Duration = Duration::from_secs(60);
 const HANG_GUARD: Duration = Duration::from_secs(10);
 
 /// `millis` milliseconds of lease time on `locks`'s store: as written on a
-/// store that keeps milliseconds, ten times longer on one that keeps whole
-/// seconds (memcached), so every TTL and every sleep around it stays well
-/// clear of the store's granularity.
+/// store that keeps milliseconds, ten times longer (or more, to meet its
+/// minimum TTL) on one that keeps whole seconds (memcached, etcd), so every
+/// TTL and every sleep around it stays well clear of the store's
+/// granularity.
 pub fn ms(locks: &LockManager, millis: u64) -> Duration {
-    let scale = if locks.store().ttl_resolution() >= Duration::from_secs(1) {
-        10
+    let store = locks.store();
+    let scale = if store.ttl_resolution() >= Duration::from_secs(1) {
+        // And so that the shortest lease here (100 ms) meets the store's
+        // minimum TTL (etcd's is about 2 s).
+        let minimum = store.min_ttl().as_millis().div_ceil(100);
+        u64::try_from(minimum).unwrap_or(u64::MAX).max(10)
     } else {
         1
     };

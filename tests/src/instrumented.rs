@@ -132,6 +132,10 @@ impl LockStore for Instrumented {
         self.inner.ttl_resolution()
     }
 
+    fn min_ttl(&self) -> Duration {
+        self.inner.min_ttl()
+    }
+
     fn clock_margin(&self, ttl: Duration) -> Duration {
         self.inner.clock_margin(ttl)
     }

@@ -4,6 +4,7 @@
 pub mod cancellation;
 pub mod children;
 pub mod contract;
+pub mod etcd;
 pub mod harness;
 pub mod instrumented;
 pub mod lifecycle;

@@ -355,8 +355,8 @@ pub async fn contradictory_options_are_errors(locks: LockManager) {
         "max_hold without renew: {no_renew:?}"
     );
     let too_long = locks
-        .lock("opts", Duration::from_secs(1))
-        .at_least(Duration::from_secs(2))
+        .lock("opts", ms(&locks, 1000))
+        .at_least(ms(&locks, 2000))
         .acquire()
         .await;
     assert!(

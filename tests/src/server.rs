@@ -36,8 +36,8 @@ pub struct Server {
 
 impl Server {
     /// Starts `program` with `args` (where `{port}` and `{dir}` are replaced
-    /// by a free port and a fresh directory), and waits until `ready(port)`
-    /// says it answers.
+    /// by a free port and a fresh directory, and `{peer}` by that port plus
+    /// 10000, also free), and waits until `ready(port)` says it answers.
     pub fn start(
         program: &str,
         args: &[&str],
@@ -46,25 +46,37 @@ impl Server {
         let mut last = io::Error::other("no attempt made");
         for _ in 0..5 {
             let port = crate::harness::free_port()?;
-            let unique: u64 = rand::random();
-            let dir = std::env::temp_dir().join(format!(
-                "lock-tests-{program}-{}-{port}-{unique:016x}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir)?;
-            let mut server = Server {
-                port,
-                dir,
-                program: program.to_owned(),
-                args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-                watchdog: None,
-            };
-            match server.launch(&ready) {
-                Ok(()) => return Ok(server),
+            match Self::start_at(port, program, args, &ready) {
+                Ok(server) => return Ok(server),
                 Err(e) => last = e,
             }
         }
         Err(last)
+    }
+
+    /// As [`start`](Server::start), on `port` (the caller chose it, as the
+    /// members of a cluster must know each other's ports up front).
+    pub fn start_at(
+        port: u16,
+        program: &str,
+        args: &[&str],
+        ready: impl Fn(u16) -> io::Result<()>,
+    ) -> io::Result<Server> {
+        let unique: u64 = rand::random();
+        let dir = std::env::temp_dir().join(format!(
+            "lock-tests-{program}-{}-{port}-{unique:016x}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let mut server = Server {
+            port,
+            dir,
+            program: program.to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            watchdog: None,
+        };
+        server.launch(&ready)?;
+        Ok(server)
     }
 
     fn launch(&mut self, ready: &dyn Fn(u16) -> io::Result<()>) -> io::Result<()> {
@@ -74,7 +86,11 @@ impl Server {
         let args: Vec<String> = self
             .args
             .iter()
-            .map(|arg| arg.replace("{port}", &port).replace("{dir}", &dir))
+            .map(|arg| {
+                arg.replace("{port}", &port)
+                    .replace("{peer}", &(self.port + 10_000).to_string())
+                    .replace("{dir}", &dir)
+            })
             .collect();
         let mut child = Command::new("sh")
             .arg("-c")

@@ -40,8 +40,9 @@
 //!   before it reaches the store, so a store never sees a TTL finer than it
 //!   can keep; a store given one anyway (by a direct caller) rounds up too,
 //!   never down.
-//! - **Bad input is an error**, never a panic: a TTL above
-//!   [`max_ttl`](LockStore::max_ttl) is refused before it reaches the store.
+//! - **Bad input is an error**, never a panic: a TTL below
+//!   [`min_ttl`](LockStore::min_ttl) or above [`max_ttl`](LockStore::max_ttl)
+//!   is refused before it reaches the store.
 //! - **Cancellation.** Any store future may be dropped at any `.await`: by a
 //!   caller's timeout, a losing `select!` arm, a task aborted mid-way. A store
 //!   need not give back a lease an acquire took before it was dropped (or
@@ -59,16 +60,25 @@
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
+#[cfg(feature = "etcd")]
+mod etcd;
 #[cfg(feature = "memcached")]
 mod memcached;
 mod memory;
-#[cfg(any(feature = "redis", feature = "memcached", feature = "postgres"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "memcached",
+    feature = "postgres",
+    feature = "etcd"
+))]
 mod net;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 
+#[cfg(feature = "etcd")]
+pub use self::etcd::{EtcdConfig, EtcdStore};
 #[cfg(feature = "memcached")]
 pub use self::memcached::{MemcachedConfig, MemcachedStore};
 #[cfg(feature = "postgres")]
@@ -236,6 +246,14 @@ pub trait LockStore: Send + Sync + 'static {
     /// [`Error::InvalidTtl`] before reaching the store.
     fn max_ttl(&self) -> Duration;
 
+    /// The shortest TTL the store keeps; shorter TTLs are refused with
+    /// [`Error::InvalidTtl`] before reaching the
+    /// store. Zero unless a store says otherwise (etcd's minimum lease TTL
+    /// follows from its election timeout).
+    fn min_ttl(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// The finest TTL step the store keeps: 1 ms unless a store says
     /// otherwise (a store keeping whole seconds says 1 s).
     ///
@@ -293,11 +311,13 @@ pub trait LockStore: Send + Sync + 'static {
 
 /// Checks a TTL against zero and `store`'s range ([`LockStore::max_ttl`]).
 pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
-    let max = store.max_ttl();
+    let (min, max) = (store.min_ttl(), store.max_ttl());
     let reason = if ttl.is_zero() {
         "a zero ttl expires at once; give the longest time the work may take, \
          for example 30s"
             .to_owned()
+    } else if ttl < min {
+        format!("the store keeps leases for at least {min:?}; use a ttl of at least that")
     } else if ttl > max {
         format!("the store keeps leases for at most {max:?}; use a shorter ttl")
     } else {
@@ -392,6 +412,10 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn ttl_resolution(&self) -> Duration {
         (**self).ttl_resolution()
+    }
+
+    fn min_ttl(&self) -> Duration {
+        (**self).min_ttl()
     }
 
     fn clock_margin(&self, ttl: Duration) -> Duration {

@@ -34,15 +34,17 @@
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
 //! ```
 //!
-//! A `<store-url>` is `redis://...`, `memcache://...` or `postgres://...`
-//! (the PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`).
+//! A `<store-url>` is `redis://...`, `memcache://...`, `postgres://...`
+//! (the PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`) or etcd's
+//! client URLs, `http://...[,http://...]`.
 //!
 //! Any failure prints `error <message>` and exits with status 1.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_core::{
-    LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisStore, locked, registry,
+    EtcdStore, LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisStore, locked,
+    registry,
 };
 use lock_tests::harness::say;
 use redis::AsyncCommands;
@@ -120,7 +122,14 @@ async fn run(args: &[String]) -> Result<String, String> {
 }
 
 async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let locks = if url.starts_with("postgres") {
+    let locks = if url.starts_with("http") {
+        let endpoints: Vec<&str> = url.split(',').collect();
+        LockManager::new(
+            EtcdStore::connect(&endpoints)
+                .await
+                .map_err(|e| format!("connect: {e}"))?,
+        )
+    } else if url.starts_with("postgres") {
         let mut config = PostgresConfig::new();
         if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
             config = config.schema(schema);

@@ -7,7 +7,7 @@
 //! (one deadline per call, retries included; no missed wake-up; no tight
 //! reconnect loop) are fixed for it too.
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 pub(crate) mod backoff;
 pub(crate) mod deadline;
 pub(crate) mod waiters;

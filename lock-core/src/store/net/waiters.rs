@@ -35,6 +35,12 @@ impl Waiters {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether anybody in this process waits for `key`.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.lock().contains_key(key)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
@@ -73,7 +79,10 @@ impl Waiters {
 
     /// Wakes every waiter: used after the subscription (re)connects, when a
     /// release may have gone unheard.
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "redis", feature = "postgres", feature = "etcd")),
+        allow(dead_code)
+    )]
     pub(crate) fn wake_all(&self) {
         for notify in self.lock().values() {
             notify.notify_waiters();

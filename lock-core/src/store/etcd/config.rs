@@ -1,0 +1,68 @@
+//! [`EtcdConfig`]: how an [`EtcdStore`](super::EtcdStore) behaves.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How an [`EtcdStore`](super::EtcdStore) behaves: its time bound and its
+/// credentials.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::EtcdConfig;
+///
+/// let config = EtcdConfig::new()
+///     .timeout(Duration::from_secs(2))
+///     .user("locks", "s3cret");
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// ```
+#[derive(Clone)]
+#[must_use = "an EtcdConfig does nothing until passed to EtcdStore::connect_with"]
+pub struct EtcdConfig {
+    pub(super) timeout: Duration,
+    pub(super) user: Option<(String, String)>,
+}
+
+impl Default for EtcdConfig {
+    fn default() -> Self {
+        EtcdConfig {
+            timeout: Duration::from_secs(3),
+            user: None,
+        }
+    }
+}
+
+impl EtcdConfig {
+    /// The defaults: a 3 s timeout, no authentication.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The longest any one call (connect, acquire, release, extend...) may
+    /// take before it fails with [`Error::Store`](crate::Error::Store).
+    /// Default 3 s; a zero timeout is raised to 1 ms. During a leader
+    /// election calls wait for the new leader within this bound.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        EtcdConfig {
+            timeout: timeout.max(Duration::from_millis(1)),
+            ..self
+        }
+    }
+
+    /// Authenticates as `user` with `password` (etcd's own users and
+    /// roles). The password is never shown by `Debug`.
+    pub fn user(self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        EtcdConfig {
+            user: Some((user.into(), password.into())),
+            ..self
+        }
+    }
+}
+
+impl fmt::Debug for EtcdConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdConfig")
+            .field("timeout", &self.timeout)
+            .field("user", &self.user.as_ref().map(|(user, _)| user))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,464 @@
+//! Leases on etcd: a consensus store, so a lease survives the loss of any
+//! minority of members, and fencing tokens are the cluster's revisions.
+//!
+//! One job per file: [`config`] (the settings), [`watch`] (the one watch
+//! stream that wakes waiters); this file is the store.
+
+mod config;
+mod watch;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
+};
+use tokio::task::JoinHandle;
+
+pub use self::config::EtcdConfig;
+use self::watch::Watches;
+use super::net::deadline::{CallError, Deadline};
+use super::net::waiters::Waiters;
+use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::{Error, Holder, Result};
+
+/// The longest TTL the store accepts: 100 years, far inside etcd's own
+/// limit on lease TTLs.
+const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// Leases kept in etcd, shared by every process that reaches the cluster,
+/// and kept by consensus.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::{EtcdStore, LockManager};
+///
+/// let store = EtcdStore::connect(&["http://10.0.0.1:2379", "http://10.0.0.2:2379"]).await?;
+/// let locks = LockManager::new(store);
+/// let ran = locks
+///     .lock("nightly-export", Duration::from_secs(600))
+///     .fenced()
+///     .run(async {
+///         let fence = lock_core::current().and_then(|lease| lease.fence());
+///         // ... pass `fence` to the storage the export writes to ...
+///         Ok::<_, lock_core::Error>(fence)
+///     })
+///     .await?;
+/// # let _ = ran;
+/// # Ok(()) }
+/// ```
+///
+/// # The operations
+///
+/// | operation | etcd requests |
+/// |---|---|
+/// | acquire | grant an etcd lease with the TTL, then one transaction: `put key token` on that lease if the key does not exist (`create_revision == 0`), else read the holder; a waiting caller then reads the holder's lease TTL |
+/// | release | one transaction: delete the key if its value is our token; then revoke its lease |
+/// | extend | grant a lease with the new TTL, then one transaction: `put key token` on it if the value is still our token; then revoke the old lease |
+/// | holder | read the key, then its lease's remaining TTL |
+///
+/// Each lock has an etcd lease of its own, so each can have its own TTL and
+/// a release frees exactly one key. A lease granted for an attempt that
+/// loses is revoked at once, in the background.
+///
+/// # Fencing tokens that survive failover
+///
+/// A lock's fencing token ([`fencing`](LockStore::fencing) is true) is the
+/// cluster revision at which its acquire committed: strictly increasing,
+/// cluster-wide, decided by consensus, so no failover can hand out a token
+/// twice or go back.
+///
+/// # TTLs
+///
+/// Etcd keeps lease TTLs in whole seconds (the store rounds up), and no
+/// shorter than its minimum, set by its election timeout (about 2 s with the
+/// defaults): the store reads that minimum when it connects, and refuses
+/// shorter TTLs with [`Error::InvalidTtl`]. A new leader extends leases
+/// rather than shortening them, so a lease lasts at least its TTL across
+/// elections too.
+///
+/// # Waiting
+///
+/// One watch stream per store, with a watch per key somebody in this process
+/// waits for, from just after the revision at which the key was found held:
+/// a delete (a release, a force-release, or the holder's lease running out)
+/// wakes the key's waiters at once, with nothing missed between the attempt
+/// and the watch. No polling.
+///
+/// # What etcd adds to [the guarantee](crate#the-guarantee-stated-honestly)
+///
+/// Consensus: an acquire that returned has been committed by a majority, so
+/// no failover forgets a lease, and a minority side of a partition cannot
+/// grant one. What consensus does not buy: a holder that pauses (a long GC,
+/// a stopped VM) past its TTL still loses its lease while it believes it
+/// holds it, exactly as on any store; fencing tokens, checked by the
+/// storage the work writes to, are the defence.
+#[derive(Clone)]
+pub struct EtcdStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Client,
+    watches: Watches,
+    waiters: Arc<Waiters>,
+    config: EtcdConfig,
+    /// The shortest lease TTL the cluster grants.
+    min_ttl: Duration,
+    endpoints: Vec<String>,
+    watch_task: JoinHandle<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.watch_task.abort();
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl EtcdStore {
+    /// Connects to an etcd cluster through `endpoints`
+    /// (`http://host:2379`), with the default [`EtcdConfig`]. Give every
+    /// member: requests go to any that answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when no endpoint is given or none answers within
+    /// the timeout.
+    pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<EtcdStore> {
+        Self::connect_with(endpoints, EtcdConfig::default()).await
+    }
+
+    /// Connects with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](EtcdStore::connect).
+    pub async fn connect_with<E: AsRef<str>>(
+        endpoints: &[E],
+        config: EtcdConfig,
+    ) -> Result<EtcdStore> {
+        let endpoints: Vec<String> = endpoints
+            .iter()
+            .map(|endpoint| endpoint.as_ref().to_owned())
+            .collect();
+        let shown = endpoints.join(",");
+        if endpoints.is_empty() {
+            return Err(Error::store(
+                "connect",
+                "(no etcd endpoints)",
+                "no endpoints were given; pass the members' client URLs, like \"http://127.0.0.1:2379\"",
+            ));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(config.timeout)
+            .with_timeout(config.timeout)
+            .with_keep_alive(Duration::from_secs(5), config.timeout);
+        if let Some((user, password)) = &config.user {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        let deadline = Deadline::after(config.timeout, "EtcdConfig::timeout");
+        let connecting = async {
+            let mut client = Client::connect(&endpoints, Some(options)).await?;
+            // The cluster's shortest lease: grant one second, see what it
+            // gives, and hand it back.
+            let probe = client.lease_grant(1, None).await?;
+            let min_ttl = Duration::from_secs(probe.ttl().max(1).unsigned_abs());
+            client.lease_revoke(probe.id()).await?;
+            Ok::<_, etcd_client::Error>((client, min_ttl))
+        };
+        let (client, min_ttl) = deadline
+            .bound(connecting)
+            .await
+            .map_err(|e| Error::store("connect", shown.clone(), e))?;
+        let waiters = Arc::new(Waiters::default());
+        let (watches, watch_task) = Watches::start(client.clone(), Arc::clone(&waiters));
+        Ok(EtcdStore {
+            shared: Arc::new(Shared {
+                client,
+                watches,
+                waiters,
+                config,
+                min_ttl,
+                endpoints,
+                watch_task,
+            }),
+        })
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.shared.config
+    }
+
+    /// The shortest TTL the cluster grants (read when the store connected).
+    pub fn min_ttl(&self) -> Duration {
+        self.shared.min_ttl
+    }
+
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.shared.config.timeout, "EtcdConfig::timeout")
+    }
+
+    /// Runs `call` on a clone of the client within one deadline.
+    async fn call<T, F, Fut>(&self, operation: &'static str, key: &str, call: F) -> Result<T>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, BoxError>>,
+    {
+        self.deadline()
+            .bound(call(self.shared.client.clone()))
+            .await
+            .map_err(|e| Error::store(operation, key, boxed(e)))
+    }
+
+    /// Revokes `lease` in the background: a lease nobody's key uses any
+    /// more would otherwise live until its TTL.
+    fn revoke_later(&self, lease: i64) {
+        if lease == 0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut client = self.shared.client.clone();
+        let deadline = self.deadline();
+        runtime.spawn(async move {
+            let _ = deadline.bound(client.lease_revoke(lease)).await;
+        });
+    }
+
+    /// The TTL to grant for `ttl`: whole seconds, rounded up.
+    fn seconds(ttl: Duration) -> i64 {
+        let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+    }
+}
+
+fn boxed(error: CallError<BoxError>) -> BoxError {
+    match error {
+        CallError::Store(error) => error,
+        timed_out => timed_out.to_string().into(),
+    }
+}
+
+/// The first `Get` among a transaction's responses, as `(value, lease)`.
+fn got(responses: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
+    responses.iter().find_map(|response| match response {
+        TxnOpResponse::Get(get) => get
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.lease())),
+        _ => None,
+    })
+}
+
+impl LockStore for EtcdStore {
+    fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        Box::pin(async move {
+            if request.key.is_empty() {
+                return Err(Error::InvalidName {
+                    name: String::new(),
+                    reason: "a lock key must not be empty; give the lock a name",
+                });
+            }
+            // Before the attempt, so the watch this waiter asks for below is
+            // kept while it waits.
+            let interest = request
+                .wake
+                .then(|| self.shared.waiters.register(request.key));
+            let key = request.key.to_owned();
+            let token = request.token.to_owned();
+            let seconds = Self::seconds(request.ttl);
+            let wake = request.wake;
+            let (lease, won, revision, holder) = self
+                .call("acquire", request.key, |mut client| async move {
+                    let lease = client.lease_grant(seconds, None).await?.id();
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                        .and_then([TxnOp::put(
+                            key.clone(),
+                            token,
+                            Some(PutOptions::new().with_lease(lease)),
+                        )])
+                        .or_else([TxnOp::get(key, None)]);
+                    let answer = client.txn(txn).await?;
+                    let revision = answer.header().map_or(0, |header| header.revision());
+                    let holder = got(answer.op_responses().as_slice());
+                    let remaining = match (&holder, answer.succeeded(), wake) {
+                        (Some((_, holder_lease)), false, true) if *holder_lease != 0 => {
+                            Some(client.lease_time_to_live(*holder_lease, None).await?.ttl())
+                        }
+                        _ => None,
+                    };
+                    Ok::<_, BoxError>((lease, answer.succeeded(), revision, remaining))
+                })
+                .await?;
+            if won {
+                return Ok(Attempt::Acquired {
+                    fence: request.fenced.then_some(revision.max(0).unsigned_abs()),
+                });
+            }
+            // Lost: the lease granted for this attempt is nobody's.
+            self.revoke_later(lease);
+            if request.wake {
+                // Watch from just after the revision it was found held at:
+                // its delete cannot slip between this attempt and the watch.
+                self.shared.watches.watch(request.key, revision + 1);
+            }
+            Ok(Attempt::Held {
+                // The TTL's seconds are truncated: add one so a nap covers
+                // it (the watch wakes the waiter at the delete anyway).
+                remaining: holder.map(|ttl| Duration::from_secs(ttl.max(0).unsigned_abs() + 1)),
+                wakeup: interest.map(Wakeup::new),
+            })
+        })
+    }
+
+    fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let (key_owned, token_owned) = (key.to_owned(), token.to_owned());
+            let (released, lease) = self
+                .call("release", key, |mut client| async move {
+                    let txn = Txn::new()
+                        .when([Compare::value(
+                            key_owned.clone(),
+                            CompareOp::Equal,
+                            token_owned,
+                        )])
+                        .and_then([
+                            TxnOp::get(key_owned.clone(), None),
+                            TxnOp::delete(key_owned, None),
+                        ]);
+                    let answer = client.txn(txn).await?;
+                    let lease = got(answer.op_responses().as_slice()).map_or(0, |(_, lease)| lease);
+                    Ok::<_, BoxError>((answer.succeeded(), lease))
+                })
+                .await?;
+            if released {
+                self.revoke_later(lease);
+                self.shared.waiters.released(key);
+            }
+            Ok(released)
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let (key_owned, token_owned) = (key.to_owned(), token.to_owned());
+            let seconds = Self::seconds(ttl);
+            let (extended, new_lease, old_lease) = self
+                .call("extend", key, |mut client| async move {
+                    let lease = client.lease_grant(seconds, None).await?.id();
+                    let txn = Txn::new()
+                        .when([Compare::value(
+                            key_owned.clone(),
+                            CompareOp::Equal,
+                            token_owned.clone(),
+                        )])
+                        .and_then([
+                            TxnOp::get(key_owned.clone(), None),
+                            TxnOp::put(
+                                key_owned,
+                                token_owned,
+                                Some(PutOptions::new().with_lease(lease)),
+                            ),
+                        ]);
+                    let answer = client.txn(txn).await?;
+                    let old = got(answer.op_responses().as_slice()).map_or(0, |(_, lease)| lease);
+                    Ok::<_, BoxError>((answer.succeeded(), lease, old))
+                })
+                .await?;
+            // The lease the key no longer uses (or, when it was not ours,
+            // the one just granted) goes now rather than at its TTL.
+            self.revoke_later(if extended { old_lease } else { new_lease });
+            Ok(extended)
+        })
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let key_owned = key.to_owned();
+            let (released, lease) = self
+                .call("force-release", key, |mut client| async move {
+                    let answer = client
+                        .delete(key_owned, Some(DeleteOptions::new().with_prev_key()))
+                        .await?;
+                    let lease = answer.prev_kvs().first().map_or(0, |kv| kv.lease());
+                    Ok::<_, BoxError>((answer.deleted() > 0, lease))
+                })
+                .await?;
+            if released {
+                self.revoke_later(lease);
+                self.shared.waiters.released(key);
+            }
+            Ok(released)
+        })
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+        Box::pin(async move {
+            let key_owned = key.to_owned();
+            self.call("read the holder of", key, |mut client| async move {
+                let answer = client.get(key_owned, None::<GetOptions>).await?;
+                let Some(kv) = answer.kvs().first() else {
+                    return Ok(None);
+                };
+                let token = String::from_utf8_lossy(kv.value()).into_owned();
+                let remaining = if kv.lease() == 0 {
+                    Duration::MAX
+                } else {
+                    let ttl = client.lease_time_to_live(kv.lease(), None).await?.ttl();
+                    if ttl < 0 {
+                        // The lease ran out between the two reads.
+                        return Ok(None);
+                    }
+                    Duration::from_secs(ttl.unsigned_abs())
+                };
+                Ok::<_, BoxError>(Some(Holder::new(token, remaining)))
+            })
+            .await
+        })
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn max_ttl(&self) -> Duration {
+        MAX_TTL
+    }
+
+    fn min_ttl(&self) -> Duration {
+        self.shared.min_ttl
+    }
+
+    /// Whole seconds: what etcd leases keep.
+    fn ttl_resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn fencing(&self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.shared.endpoints)
+            .field("config", &self.shared.config)
+            .field("min_ttl", &self.shared.min_ttl)
+            .field("waited_keys", &self.shared.waiters.len())
+            .finish_non_exhaustive()
+    }
+}

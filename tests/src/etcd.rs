@@ -1,0 +1,159 @@
+//! Real etcd for the tests: `ETCD_URL` (comma-separated client URLs), or
+//! members started with `etcd` from `PATH` on free ports (see
+//! [`server`](crate::server)): one for the shared suites, a three-member
+//! cluster for the failover tests. Without either the tests skip loudly,
+//! and under `CI=true` they fail.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use lock_core::{EtcdStore, LockManager};
+
+use crate::harness::{free_port, unavailable};
+use crate::server::{Server, installed};
+
+/// The arguments of one member named `name`, on `{port}` and `{peer}`, in
+/// the cluster `initial` (`name=http://127.0.0.1:peer,...`).
+fn member_args(name: &str, initial: &str) -> Vec<String> {
+    [
+        "--name",
+        name,
+        "--data-dir",
+        "{dir}/data",
+        "--listen-client-urls",
+        "http://127.0.0.1:{port}",
+        "--advertise-client-urls",
+        "http://127.0.0.1:{port}",
+        "--listen-peer-urls",
+        "http://127.0.0.1:{peer}",
+        "--initial-advertise-peer-urls",
+        "http://127.0.0.1:{peer}",
+        "--initial-cluster",
+        initial,
+        "--initial-cluster-state",
+        "new",
+        "--log-level",
+        "error",
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect()
+}
+
+/// Answers when the member on `port` accepts connections.
+fn listening(port: u16) -> io::Result<()> {
+    TcpStream::connect(("127.0.0.1", port)).map(drop)
+}
+
+/// Answers when the member on `port` says it is healthy (it has a leader).
+pub fn healthy(port: u16) -> io::Result<()> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    if reply.contains("\"health\":\"true\"") {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("not healthy: {reply}")))
+    }
+}
+
+/// `http://127.0.0.1:<port>`.
+pub fn url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+/// The client URLs of the etcd shared by this test binary, or `None`
+/// (after the notice).
+pub fn etcd_endpoints() -> Option<Vec<String>> {
+    static SHARED: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        if let Ok(urls) = std::env::var("ETCD_URL") {
+            return Ok(urls.split(',').map(|url| url.trim().to_owned()).collect());
+        }
+        if !installed("etcd") {
+            return Err(
+                "ETCD_URL is not set and etcd is not on PATH (apt-get install etcd-server)"
+                    .to_owned(),
+            );
+        }
+        let cluster = EtcdCluster::start(1).map_err(|e| format!("etcd: {e}"))?;
+        let urls = cluster.urls();
+        // Lives until the process ends; the watchdog then stops it.
+        std::mem::forget(cluster);
+        Ok(urls)
+    });
+    match shared {
+        Ok(urls) => Some(urls.clone()),
+        Err(why) => unavailable("etcd tests", why),
+    }
+}
+
+/// A manager over a fresh store on the shared etcd.
+pub async fn etcd_manager() -> Option<LockManager> {
+    let endpoints = etcd_endpoints()?;
+    Some(LockManager::new(
+        EtcdStore::connect(&endpoints)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {endpoints:?}: {e}")),
+    ))
+}
+
+/// Members started by a test, each on a free port.
+pub struct EtcdCluster {
+    /// The members, in the order they were named (`m0`, `m1`...).
+    pub members: Vec<Server>,
+}
+
+impl EtcdCluster {
+    /// Starts `size` members forming one cluster, and waits until every one
+    /// reports a leader. `None` (after the notice) when etcd is missing.
+    pub fn start_or_skip(size: usize) -> Option<EtcdCluster> {
+        if !installed("etcd") {
+            return unavailable(
+                "a test that needs an etcd cluster of its own",
+                "etcd is not on PATH (apt-get install etcd-server)",
+            );
+        }
+        Some(Self::start(size).unwrap_or_else(|e| panic!("starting etcd: {e}")))
+    }
+
+    fn start(size: usize) -> io::Result<EtcdCluster> {
+        let ports = (0..size)
+            .map(|_| free_port())
+            .collect::<io::Result<Vec<u16>>>()?;
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("m{i}=http://127.0.0.1:{}", port + 10_000))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = Vec::with_capacity(size);
+        for (i, port) in ports.iter().enumerate() {
+            let args = member_args(&format!("m{i}"), &initial);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            members.push(Server::start_at(*port, "etcd", &args, listening)?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for port in &ports {
+            loop {
+                match healthy(*port) {
+                    Ok(()) => break,
+                    Err(e) if Instant::now() >= deadline => {
+                        return Err(io::Error::other(format!("member on {port}: {e}")));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+        }
+        Ok(EtcdCluster { members })
+    }
+
+    /// Every member's client URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.members.iter().map(|member| url(member.port)).collect()
+    }
+}

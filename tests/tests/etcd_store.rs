@@ -1,0 +1,272 @@
+//! `EtcdStore` on real etcd: other processes, and what consensus is for: a
+//! three-member cluster whose leader is killed while locks are held and
+//! contended, and a minority that must not grant locks.
+//!
+//! Time bounds are hang guards.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{EtcdConfig, EtcdStore, LockManager, OnLost};
+use lock_tests::children::{self, Children, reports};
+use lock_tests::etcd::{self, EtcdCluster};
+use tokio::time::Instant;
+
+fn unique(what: &str) -> String {
+    let id: u64 = rand::random();
+    format!("test-{what}-{id:016x}:")
+}
+
+/// 4 processes x 8 tasks x 25 read-yield-write increments of a counter in a
+/// file, each under one lock in etcd: any overlap loses an update. Waiters
+/// in other processes are woken by their watch on the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_contending_for_one_lock_lose_no_update() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let url = endpoints.join(",");
+    let prefix = unique("contend");
+    let dir = std::env::temp_dir().join(format!("lock-tests-{}", prefix.trim_end_matches(':')));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let counter = dir.join("counter");
+    let path = counter.to_string_lossy().into_owned();
+    let mut children = Children(
+        (0..4)
+            .map(|_| {
+                children::spawn(
+                    env!("CARGO_BIN_EXE_lock-child"),
+                    &[
+                        "contend-file",
+                        &url,
+                        &prefix,
+                        "counter",
+                        &path,
+                        "8",
+                        "25",
+                        "30000",
+                    ],
+                )
+            })
+            .collect(),
+    );
+    for line in reports(&mut children, Duration::from_secs(240)) {
+        assert_eq!(line, "done 200", "each process did its 8 x 25 increments");
+    }
+    let total: u64 = std::fs::read_to_string(&counter)
+        .expect("counter file")
+        .trim()
+        .parse()
+        .expect("a number");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(total, 800, "no update lost across 4 processes");
+}
+
+/// What one lock name saw during the failover run.
+#[derive(Default)]
+struct Seen {
+    /// Holders inside the work right now (for this name).
+    inside: AtomicUsize,
+    /// Times two holders were inside at once.
+    violations: AtomicUsize,
+    /// Fencing tokens, in the order their holders ran.
+    fences: Mutex<Vec<u64>>,
+}
+
+/// Leaves the work: counted whether it ends or is cancelled.
+struct Inside<'a>(&'a Seen);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The index of the member that leads `cluster` now.
+async fn leader(cluster: &EtcdCluster, alive: &[bool]) -> Option<usize> {
+    for (index, member) in cluster.members.iter().enumerate() {
+        if !alive[index] {
+            continue;
+        }
+        let Ok(mut client) = etcd_client::Client::connect([etcd::url(member.port)], None).await
+        else {
+            continue;
+        };
+        let Ok(status) = client.status().await else {
+            continue;
+        };
+        let own = status.header().map(|header| header.member_id());
+        if own == Some(status.leader()) {
+            return Some(index);
+        }
+    }
+    None
+}
+
+/// The leader of a three-member cluster is killed with SIGKILL while four
+/// locks are held and contended by twelve tasks on two stores (two
+/// processes' worth). The survivors elect a new leader; no name is ever
+/// held by two tasks at once; fencing tokens keep strictly increasing
+/// across the failover; the stores keep granting locks without a restart.
+/// Then a second member is killed: the one left is a minority, and must not
+/// grant a lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_never_grants_a_name_twice_and_a_minority_grants_nothing() {
+    let Some(mut cluster) = EtcdCluster::start_or_skip(3) else {
+        return;
+    };
+    let endpoints = cluster.urls();
+    let config = EtcdConfig::new().timeout(Duration::from_secs(2));
+    let prefix = unique("failover");
+    let stores = [
+        LockManager::new(
+            EtcdStore::connect_with(&endpoints, config.clone())
+                .await
+                .expect("connect"),
+        )
+        .with_prefix(prefix.clone()),
+        LockManager::new(
+            EtcdStore::connect_with(&endpoints, config.clone())
+                .await
+                .expect("connect"),
+        )
+        .with_prefix(prefix.clone()),
+    ];
+    let names = ["a", "b", "c", "d"];
+    let seen: Arc<HashMap<&str, Seen>> =
+        Arc::new(names.iter().map(|name| (*name, Seen::default())).collect());
+    let running = Arc::new(AtomicBool::new(true));
+    let granted = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for locks in &stores {
+        for name in names {
+            for _ in 0..3 - usize::from(name == "d") {
+                let lock = locks
+                    .lock(name, Duration::from_secs(5))
+                    .wait_for(Duration::from_secs(10))
+                    .fenced()
+                    .renew()
+                    .on_lost(OnLost::Cancel);
+                let (seen, running) = (Arc::clone(&seen), Arc::clone(&running));
+                let (granted, errors) = (Arc::clone(&granted), Arc::clone(&errors));
+                workers.push(tokio::spawn(async move {
+                    while running.load(Ordering::SeqCst) {
+                        let out = lock
+                            .run(async {
+                                let here = &seen[name];
+                                if here.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                                    here.violations.fetch_add(1, Ordering::SeqCst);
+                                }
+                                let _inside = Inside(here);
+                                let fence = lock_core::current()
+                                    .and_then(|lease| lease.fence())
+                                    .unwrap_or(0);
+                                here.fences.lock().expect("unpoisoned").push(fence);
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                                Ok::<_, lock_core::Error>(())
+                            })
+                            .await;
+                        match out {
+                            Ok(Some(())) => {
+                                granted.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(None) => {}
+                            Err(_) => {
+                                errors.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut alive = vec![true; 3];
+    let first = leader(&cluster, &alive).await.expect("a leader");
+    let before = granted.load(Ordering::SeqCst);
+    let fences_before: HashMap<&str, usize> = names
+        .iter()
+        .map(|name| (*name, seen[name].fences.lock().expect("unpoisoned").len()))
+        .collect();
+    cluster.members[first].kill();
+    alive[first] = false;
+    let killed_at = Instant::now();
+    // The survivors elect a new leader, and the stores carry on.
+    let next = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Some(next) = leader(&cluster, &alive).await {
+                return next;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the survivors elect a leader");
+    let elected_in = killed_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    running.store(false, Ordering::SeqCst);
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(60), worker)
+            .await
+            .expect("a worker stops")
+            .expect("worker ran");
+    }
+    let after = granted.load(Ordering::SeqCst) - before;
+    let violations: usize = seen
+        .values()
+        .map(|name| name.violations.load(Ordering::SeqCst))
+        .sum();
+    println!(
+        "etcd failover: member m{first} (the leader) killed; m{next} elected in {elected_in:?}; holders granted: {} before, {after} after; errors during the run: {}; concurrent-holder violations: {violations}",
+        before,
+        errors.load(Ordering::SeqCst)
+    );
+    for name in names {
+        let fences = seen[name].fences.lock().expect("unpoisoned");
+        let at = fences_before[name];
+        let window = |range: std::ops::Range<usize>| fences[range].to_vec();
+        println!(
+            "  {name}: {} tokens; around the kill: {:?} | {:?}",
+            fences.len(),
+            window(at.saturating_sub(3)..at),
+            window(at..(at + 3).min(fences.len()))
+        );
+        assert!(
+            fences.windows(2).all(|pair| pair[0] < pair[1]),
+            "{name}: fencing tokens strictly increase across the failover: {fences:?}"
+        );
+    }
+    assert_eq!(violations, 0, "no name is ever held by two tasks at once");
+    assert!(
+        after > 0,
+        "the stores keep granting locks after the failover, without a restart"
+    );
+
+    // A minority cannot grant: kill a second member, and the one left must
+    // refuse (an error, never a lock).
+    let second = (0..3).find(|index| alive[*index]).expect("two are left");
+    cluster.members[second].kill();
+    let minority = &stores[0];
+    for attempt in 0..3 {
+        let out = minority
+            .lock(format!("minority:{attempt}"), Duration::from_secs(5))
+            .acquire()
+            .await;
+        println!(
+            "etcd minority: attempt {attempt}: {}",
+            match &out {
+                Ok(Some(_)) => "GRANTED".to_owned(),
+                Ok(None) => "held".to_owned(),
+                Err(error) => format!("refused ({error})"),
+            }
+        );
+        assert!(
+            !matches!(out, Ok(Some(_))),
+            "a single member of three must not grant a lock"
+        );
+    }
+}
