@@ -661,20 +661,88 @@ async fn locked_noop(task: usize) {
 /// runtime with its own connections: 1 task on a current-thread runtime, so
 /// every contender sees the same scheduling, and 64 tasks on 2 workers.
 fn redis_throughput(url: &str, rows: &mut Vec<Row>) {
-    for tasks in [1, 64] {
-        let runtime = if tasks == 1 {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        }
-        .expect("a tokio runtime");
+    for (tasks, runtime) in runtimes() {
         runtime.block_on(redis_throughput_on(url, tasks, rows));
     }
+}
+
+/// The runtimes throughput is measured on: 1 task on a current-thread
+/// runtime, 64 tasks on 2 workers.
+fn runtimes() -> [(usize, tokio::runtime::Runtime); 2] {
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let pool = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    [(1, single), (64, pool)]
+}
+
+/// Handoff to a waiter on `waiters` (another store over the same server:
+/// another process's view, woken by whatever the store offers across
+/// processes) when a holder on `holders` releases; and, for 20 of the
+/// rounds, to a waiter polling every 100 ms instead.
+async fn handoff_across(
+    holders: &LockManager,
+    waiters: &LockManager,
+    rounds: usize,
+    settle: Duration,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut ours = Vec::with_capacity(rounds);
+    let mut polling = Vec::new();
+    for round in 0..rounds {
+        let name = format!("handoff:{round}");
+        let holder = holders
+            .lock(name.as_str(), TTL)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let waiter = {
+            let lock = waiters
+                .lock(name.as_str(), TTL)
+                .wait_for(Duration::from_secs(10));
+            tokio::spawn(async move {
+                let guard = lock.acquire().await.expect("acquire");
+                (Instant::now(), guard)
+            })
+        };
+        tokio::time::sleep(settle).await;
+        let released_at = Instant::now();
+        holder.release().await.expect("release");
+        let (acquired_at, guard) = waiter.await.expect("waiter");
+        guard.expect("got it").release().await.expect("release");
+        ours.push(acquired_at - released_at);
+        if round < 20 {
+            let holder = holders
+                .lock(name.as_str(), TTL)
+                .acquire()
+                .await
+                .expect("acquire")
+                .expect("free");
+            let lock = waiters.lock(name.as_str(), TTL);
+            let poller = tokio::spawn(async move {
+                loop {
+                    if let Some(guard) = lock.acquire().await.expect("acquire") {
+                        return (Instant::now(), guard);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
+            let released_at = Instant::now();
+            holder.release().await.expect("release");
+            let (acquired_at, guard) = poller.await.expect("poller");
+            guard.release().await.expect("release");
+            polling.push(acquired_at - released_at);
+        }
+    }
+    ours.sort();
+    polling.sort();
+    (ours, polling)
 }
 
 async fn redis_throughput_on(url: &str, tasks: usize, rows: &mut Vec<Row>) {

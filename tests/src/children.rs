@@ -94,3 +94,59 @@ impl Lines {
             .unwrap_or_else(|_| panic!("a child said nothing within {guard:?}"))
     }
 }
+
+/// The cross-process exclusion check every store runs: `processes` copies
+/// of `program` (`lock-child`) each do `tasks` x `rounds` read-yield-write
+/// increments of a counter in a file, each under the lock `counter` on the
+/// store at `url` (with leases of `ttl_ms`); returns the final count, which
+/// is `processes x tasks x rounds` unless two holders overlapped.
+pub fn file_increments_across_processes(
+    program: &str,
+    url: &str,
+    prefix: &str,
+    env: &[(&str, &str)],
+    (processes, tasks, rounds): (usize, usize, usize),
+    ttl_ms: u64,
+) -> u64 {
+    let dir = std::env::temp_dir().join(format!(
+        "lock-tests-{}-{:016x}",
+        prefix.trim_end_matches(':'),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let counter = dir.join("counter");
+    let path = counter.to_string_lossy().into_owned();
+    let (tasks_text, rounds_text, ttl_text) =
+        (tasks.to_string(), rounds.to_string(), ttl_ms.to_string());
+    let mut children = Children(
+        (0..processes)
+            .map(|_| {
+                spawn_with(
+                    program,
+                    &[
+                        "contend-file",
+                        url,
+                        prefix,
+                        "counter",
+                        &path,
+                        &tasks_text,
+                        &rounds_text,
+                        &ttl_text,
+                    ],
+                    env,
+                )
+            })
+            .collect(),
+    );
+    let expected = format!("done {}", tasks * rounds);
+    for line in reports(&mut children, Duration::from_secs(240)) {
+        assert_eq!(line, expected, "each process did its increments");
+    }
+    let total = std::fs::read_to_string(&counter)
+        .expect("counter file")
+        .trim()
+        .parse()
+        .expect("a number");
+    let _ = std::fs::remove_dir_all(&dir);
+    total
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{EtcdConfig, EtcdStore, LockManager, OnLost};
-use lock_tests::children::{self, Children, reports};
+use lock_tests::children;
 use lock_tests::etcd::{self, EtcdCluster};
 use tokio::time::Instant;
 
@@ -27,40 +27,14 @@ async fn processes_contending_for_one_lock_lose_no_update() {
     let Some(endpoints) = etcd::etcd_endpoints() else {
         return;
     };
-    let url = endpoints.join(",");
-    let prefix = unique("contend");
-    let dir = std::env::temp_dir().join(format!("lock-tests-{}", prefix.trim_end_matches(':')));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let counter = dir.join("counter");
-    let path = counter.to_string_lossy().into_owned();
-    let mut children = Children(
-        (0..4)
-            .map(|_| {
-                children::spawn(
-                    env!("CARGO_BIN_EXE_lock-child"),
-                    &[
-                        "contend-file",
-                        &url,
-                        &prefix,
-                        "counter",
-                        &path,
-                        "8",
-                        "25",
-                        "30000",
-                    ],
-                )
-            })
-            .collect(),
+    let total = children::file_increments_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &endpoints.join(","),
+        &unique("contend"),
+        &[],
+        (4, 8, 25),
+        30_000,
     );
-    for line in reports(&mut children, Duration::from_secs(240)) {
-        assert_eq!(line, "done 200", "each process did its 8 x 25 increments");
-    }
-    let total: u64 = std::fs::read_to_string(&counter)
-        .expect("counter file")
-        .trim()
-        .parse()
-        .expect("a number");
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(total, 800, "no update lost across 4 processes");
 }
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, MemcachedConfig, MemcachedStore};
-use lock_tests::children::{self, Children, read_line, reports};
+use lock_tests::children::{self, Children, read_line};
 use lock_tests::memcached;
 use tokio::time::Instant;
 
@@ -33,40 +33,14 @@ async fn processes_contending_for_one_lock_lose_no_update() {
     let Some(url) = memcached::memcached_url() else {
         return;
     };
-    let prefix = unique("contend");
-    let dir = std::env::temp_dir().join(format!("lock-tests-{}", prefix.trim_end_matches(':')));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let counter = dir.join("counter");
-    let path = counter.to_string_lossy().into_owned();
-    let mut children = Children(
-        (0..4)
-            .map(|_| {
-                children::spawn(
-                    env!("CARGO_BIN_EXE_lock-child"),
-                    &[
-                        "contend-file",
-                        &url,
-                        &prefix,
-                        "counter",
-                        &path,
-                        "8",
-                        "25",
-                        "2000",
-                    ],
-                )
-            })
-            .collect(),
+    let total = children::file_increments_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &url,
+        &unique("contend"),
+        &[],
+        (4, 8, 25),
+        2000,
     );
-    let lines = reports(&mut children, Duration::from_secs(240));
-    for line in &lines {
-        assert_eq!(line, "done 200", "each process did its 8 x 25 increments");
-    }
-    let total: u64 = std::fs::read_to_string(&counter)
-        .expect("counter file")
-        .trim()
-        .parse()
-        .expect("a number");
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(total, 800, "no update lost across 4 processes");
 }
 

@@ -51,37 +51,14 @@ async fn processes_contending_for_one_lock_lose_no_update() {
     };
     // The table exists before the children race to create it.
     manager(&url, "warm:").await;
-    let prefix = unique("contend");
-    let dir = std::env::temp_dir().join(format!("lock-tests-{}", prefix.trim_end_matches(':')));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let counter = dir.join("counter");
-    let path = counter.to_string_lossy().into_owned();
-    let mut children = Children(
-        (0..4)
-            .map(|_| {
-                child(&[
-                    "contend-file",
-                    &url,
-                    &prefix,
-                    "counter",
-                    &path,
-                    "8",
-                    "25",
-                    "30000",
-                ])
-            })
-            .collect(),
+    let total = children::file_increments_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &url,
+        &unique("contend"),
+        &[("LOCK_CHILD_PG_SCHEMA", postgres::schema())],
+        (4, 8, 25),
+        30_000,
     );
-    let lines = reports(&mut children, Duration::from_secs(180));
-    for line in &lines {
-        assert_eq!(line, "done 200", "each process did its 8 x 25 increments");
-    }
-    let total: u64 = std::fs::read_to_string(&counter)
-        .expect("counter file")
-        .trim()
-        .parse()
-        .expect("a number");
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(total, 800, "no update lost across 4 processes");
 }
 

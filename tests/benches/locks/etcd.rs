@@ -5,26 +5,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use lock_core::{EtcdStore, LockManager};
 
-use crate::{Row, TTL, Target, interleaved, op, push_handoff};
+use crate::{Row, TTL, Target, handoff_across, interleaved, op, push_handoff, runtimes};
 
 pub(crate) fn throughput(endpoints: &[String], rows: &mut Vec<Row>) {
-    for tasks in [1, 64] {
-        let runtime = if tasks == 1 {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        }
-        .expect("a tokio runtime");
+    for (tasks, runtime) in runtimes() {
         runtime.block_on(throughput_on(endpoints, tasks, rows));
     }
 }
@@ -89,57 +78,7 @@ pub(crate) async fn handoff(endpoints: &[String], rows: &mut Vec<Row>) {
     // another process's would.
     let waiters =
         LockManager::new(EtcdStore::connect(endpoints).await.expect("connect")).with_prefix(prefix);
-    let mut ours = Vec::new();
-    let mut polling = Vec::new();
-    for round in 0..100 {
-        let name = format!("handoff:{round}");
-        let holder = holders
-            .lock(name.as_str(), TTL)
-            .acquire()
-            .await
-            .expect("acquire")
-            .expect("free");
-        let waiter = {
-            let lock = waiters
-                .lock(name.as_str(), TTL)
-                .wait_for(Duration::from_secs(10));
-            tokio::spawn(async move {
-                let guard = lock.acquire().await.expect("acquire");
-                (Instant::now(), guard)
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let released_at = Instant::now();
-        holder.release().await.expect("release");
-        let (acquired_at, guard) = waiter.await.expect("waiter");
-        guard.expect("got it").release().await.expect("release");
-        ours.push(acquired_at - released_at);
-        if round < 20 {
-            let holder = holders
-                .lock(name.as_str(), TTL)
-                .acquire()
-                .await
-                .expect("acquire")
-                .expect("free");
-            let lock = waiters.lock(name.as_str(), TTL);
-            let poller = tokio::spawn(async move {
-                loop {
-                    if let Some(guard) = lock.acquire().await.expect("acquire") {
-                        return (Instant::now(), guard);
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            });
-            tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
-            let released_at = Instant::now();
-            holder.release().await.expect("release");
-            let (acquired_at, guard) = poller.await.expect("poller");
-            guard.release().await.expect("release");
-            polling.push(acquired_at - released_at);
-        }
-    }
-    ours.sort();
-    polling.sort();
+    let (ours, polling) = handoff_across(&holders, &waiters, 100, Duration::from_millis(20)).await;
     push_handoff(
         rows,
         "etcd",

@@ -10,21 +10,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
-use crate::{Row, TTL, Target, handoff, interleaved, op, push_handoff};
+use crate::{Row, TTL, Target, handoff, interleaved, op, push_handoff, runtimes};
 
 pub(crate) fn throughput(url: &str, rows: &mut Vec<Row>) {
-    for tasks in [1, 64] {
-        let runtime = if tasks == 1 {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        }
-        .expect("a tokio runtime");
+    for (tasks, runtime) in runtimes() {
         runtime.block_on(throughput_on(url, tasks, rows));
     }
 }

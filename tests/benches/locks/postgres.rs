@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use lock_core::{LockManager, PostgresConfig, PostgresStore};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::Type;
 
-use crate::{Row, TTL, Target, interleaved, op, push_handoff};
+use crate::{Row, TTL, Target, handoff_across, interleaved, op, push_handoff, runtimes};
 
 /// The bench's own schema, dropped at the end.
 fn schema() -> String {
@@ -50,18 +50,7 @@ fn pool(url: &str, size: usize) -> Pool {
 }
 
 pub(crate) fn throughput(url: &str, rows: &mut Vec<Row>) {
-    for tasks in [1, 64] {
-        let runtime = if tasks == 1 {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-        }
-        .expect("a tokio runtime");
+    for (tasks, runtime) in runtimes() {
         runtime.block_on(throughput_on(url, tasks, rows));
     }
 }
@@ -146,58 +135,7 @@ pub(crate) async fn handoff_and_table(url: &str, rows: &mut Vec<Row>) {
             .expect("connect"),
     )
     .with_prefix(prefix);
-    let mut ours = Vec::new();
-    let mut polling = Vec::new();
-    for round in 0..200 {
-        let name = format!("handoff:{round}");
-        let holder = holders
-            .lock(name.as_str(), TTL)
-            .acquire()
-            .await
-            .expect("acquire")
-            .expect("free");
-        let waiter = {
-            let lock = waiters
-                .lock(name.as_str(), TTL)
-                .wait_for(Duration::from_secs(10));
-            tokio::spawn(async move {
-                let guard = lock.acquire().await.expect("acquire");
-                (Instant::now(), guard)
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let released_at = Instant::now();
-        holder.release().await.expect("release");
-        let (acquired_at, guard) = waiter.await.expect("waiter");
-        guard.expect("got it").release().await.expect("release");
-        ours.push(acquired_at - released_at);
-        if round < 20 {
-            // A waiter that polls every 100 ms instead.
-            let holder = holders
-                .lock(name.as_str(), TTL)
-                .acquire()
-                .await
-                .expect("acquire")
-                .expect("free");
-            let lock = waiters.lock(name.as_str(), TTL);
-            let poller = tokio::spawn(async move {
-                loop {
-                    if let Some(guard) = lock.acquire().await.expect("acquire") {
-                        return (Instant::now(), guard);
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            });
-            tokio::time::sleep(Duration::from_millis(5 + rand::random_range(0..100))).await;
-            let released_at = Instant::now();
-            holder.release().await.expect("release");
-            let (acquired_at, guard) = poller.await.expect("poller");
-            guard.release().await.expect("release");
-            polling.push(acquired_at - released_at);
-        }
-    }
-    ours.sort();
-    polling.sort();
+    let (ours, polling) = handoff_across(&holders, &waiters, 200, Duration::from_millis(5)).await;
     push_handoff(
         rows,
         "postgres",

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 pub use self::config::EtcdConfig;
 use self::watch::Watches;
-use super::net::deadline::{CallError, Deadline};
+use super::net::deadline::{BoxError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
@@ -118,8 +118,6 @@ impl Drop for Shared {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 impl EtcdStore {
     /// Connects to an etcd cluster through `endpoints`
     /// (`http://host:2379`), with the default [`EtcdConfig`]. Give every
@@ -213,7 +211,7 @@ impl EtcdStore {
         self.deadline()
             .bound(call(self.shared.client.clone()))
             .await
-            .map_err(|e| Error::store(operation, key, boxed(e)))
+            .map_err(|e| Error::store(operation, key, e.into_boxed()))
     }
 
     /// Revokes `lease` in the background: a lease nobody's key uses any
@@ -236,13 +234,6 @@ impl EtcdStore {
     fn seconds(ttl: Duration) -> i64 {
         let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
         i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
-    }
-}
-
-fn boxed(error: CallError<BoxError>) -> BoxError {
-    match error {
-        CallError::Store(error) => error,
-        timed_out => timed_out.to_string().into(),
     }
 }
 

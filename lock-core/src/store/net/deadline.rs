@@ -42,6 +42,23 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
     }
 }
 
+/// The error type of stores whose calls mix several error types (a pool's
+/// and a driver's).
+#[cfg_attr(not(any(feature = "postgres", feature = "etcd")), allow(dead_code))]
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl CallError<BoxError> {
+    /// The error itself (or the time-out, as text): `Box<dyn Error>` is not
+    /// an `Error` of its own, so it cannot be wrapped as one.
+    #[cfg_attr(not(any(feature = "postgres", feature = "etcd")), allow(dead_code))]
+    pub(crate) fn into_boxed(self) -> BoxError {
+        match self {
+            CallError::Store(error) => error,
+            timed_out => timed_out.to_string().into(),
+        }
+    }
+}
+
 /// One call's deadline: `timeout` from when it was started.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Deadline {

@@ -19,7 +19,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 pub use self::config::PostgresConfig;
 use self::listen::Listener;
-use super::net::deadline::{CallError, Deadline};
+use super::net::deadline::{BoxError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result, token};
@@ -31,8 +31,6 @@ const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
 /// with an empty payload, which wakes every waiter of the process.
 const MAX_PAYLOAD: usize = 7000;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Leases kept in a PostgreSQL table, shared by every process that uses the
 /// same database and table.
@@ -264,7 +262,7 @@ impl PostgresStore {
         deadline
             .bound(setup)
             .await
-            .map_err(|e| Error::store("connect", shown.clone(), boxed(e)))?;
+            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
         let waiters = Arc::new(Waiters::default());
         let listener = Listener {
             config: listen,
@@ -335,7 +333,7 @@ impl PostgresStore {
         deadline
             .bound(call)
             .await
-            .map_err(|e| Error::store(operation, key, boxed(e)))
+            .map_err(|e| Error::store(operation, key, e.into_boxed()))
     }
 
     /// Release, or force-release when `token` is `None`.
@@ -412,14 +410,6 @@ async fn sweep(pool: Pool, statement: String, every: Duration, timeout: Duration
             Ok(rows) => tracing::debug!(rows, "swept lease rows their holders left behind"),
             Err(error) => tracing::debug!(%error, "could not sweep the lease table this time"),
         }
-    }
-}
-
-/// A bounded call's failure as the error it wraps (or the time-out).
-fn boxed(error: CallError<BoxError>) -> BoxError {
-    match error {
-        CallError::Store(error) => error,
-        timed_out => timed_out.to_string().into(),
     }
 }
 
