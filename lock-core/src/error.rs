@@ -104,6 +104,18 @@ pub enum Error {
         key: String,
     },
 
+    /// The store cannot do what was asked (for example, memcached cannot
+    /// list its keys).
+    #[error("the {store} store cannot {operation}: {hint}")]
+    Unsupported {
+        /// The store, as [`LockStore::name`](crate::LockStore::name) gives it.
+        store: &'static str,
+        /// What was asked: `"list locks"`...
+        operation: &'static str,
+        /// What to do instead.
+        hint: &'static str,
+    },
+
     /// [`registry::install`](crate::registry::install) was called twice.
     #[error(
         "a default lock manager is already installed; install it once at startup, \

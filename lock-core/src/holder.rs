@@ -12,6 +12,7 @@ use crate::token;
 pub struct Holder {
     token: String,
     remaining: Duration,
+    fence: Option<u64>,
 }
 
 impl Holder {
@@ -22,6 +23,19 @@ impl Holder {
         Holder {
             token: token.into(),
             remaining,
+            fence: None,
+        }
+    }
+
+    /// The same holder, whose acquisition was given the fencing token `fence`.
+    ///
+    /// For stores that keep each lease's fencing token beside it (memory,
+    /// etcd); stores that keep only a counter per name leave it out.
+    #[must_use = "with_fence returns a new holder and leaves this one unchanged"]
+    pub fn with_fence(self, fence: u64) -> Self {
+        Holder {
+            fence: Some(fence),
+            ..self
         }
     }
 
@@ -44,6 +58,12 @@ impl Holder {
     pub fn remaining_ttl(&self) -> Duration {
         self.remaining
     }
+
+    /// The holder's fencing token, when its store keeps one per lease and
+    /// the holder asked for one ([`Lock::fenced`](crate::Lock::fenced)).
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
 }
 
 impl std::fmt::Debug for Holder {
@@ -52,6 +72,7 @@ impl std::fmt::Debug for Holder {
         f.debug_struct("Holder")
             .field("owner", &self.owner())
             .field("remaining_ttl", &self.remaining)
+            .field("fence", &self.fence)
             .finish()
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Lock, LockStore, MemoryStore};
+use crate::{Holder, Lock, LockStore, MemoryStore};
 
 /// The prefix every key gets unless [`LockManager::with_prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lock:";
@@ -94,6 +94,51 @@ impl LockManager {
     /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
     pub fn lock(&self, name: impl Into<String>, ttl: Duration) -> Lock {
         Lock::new(self.clone(), name.into(), ttl)
+    }
+
+    /// The locks held right now under this manager's prefix: each name
+    /// (without the prefix) with its holder, sorted by name.
+    ///
+    /// For operators and dashboards. What it costs and how consistent it is
+    /// depends on the store (see [`LockStore::list`]): memory and PostgreSQL
+    /// read one consistent view; Redis walks the keyspace with `SCAN` in
+    /// batches (on every primary of a cluster), which is not a snapshot: a
+    /// lock taken or released during the walk may be missing or shown
+    /// stale. Locks whose holder's lease has run out are never shown.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use lock_core::LockManager;
+    ///
+    /// let locks = LockManager::memory().with_prefix("billing:");
+    /// let _guard = locks.lock("invoice-run", Duration::from_secs(60)).acquire().await?;
+    /// let held = locks.list().await?;
+    /// assert_eq!(held.len(), 1);
+    /// assert_eq!(held[0].0, "invoice-run");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a store that
+    /// cannot list (memcached); [`Error::Store`](crate::Error::Store) when the
+    /// store fails.
+    pub async fn list(&self) -> crate::Result<Vec<(String, Holder)>> {
+        let mut held: Vec<(String, Holder)> = self
+            .store
+            .list(&self.prefix)
+            .await?
+            .into_iter()
+            .filter_map(|(key, holder)| {
+                // A store's listing is by key prefix; an empty name is not
+                // a lock this manager could have taken.
+                let name = key.strip_prefix(&*self.prefix)?;
+                (!name.is_empty()).then(|| (name.to_owned(), holder))
+            })
+            .collect();
+        held.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(held)
     }
 
     /// The store this manager works on.

@@ -492,6 +492,75 @@ pub async fn the_holder_is_described_with_its_remaining_ttl(locks: LockManager) 
     );
 }
 
+/// `list` shows the held locks under the manager's prefix, by name, sorted,
+/// with their holders; not released or expired ones, nor another prefix's.
+/// A store that cannot list says so with `Error::Unsupported`.
+pub async fn listing_shows_the_held_locks_by_name_with_their_holders(locks: LockManager) {
+    // A prefix that shares all but its last characters with ours: its keys
+    // must not show up.
+    let sibling = locks
+        .clone()
+        .with_prefix(format!("{}-sibling:", locks.prefix().trim_end_matches(':')));
+    let _elsewhere = sibling
+        .lock("a", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let listed = locks.list().await;
+    if let Err(Error::Unsupported { store, .. }) = &listed {
+        assert_eq!(*store, locks.store().name(), "the error names the store");
+        let text = listed.expect_err("unsupported").to_string();
+        assert!(text.contains("inspect a lock by name"), "says what to do instead: {text}");
+        return;
+    }
+    assert_eq!(listed.expect("list"), Vec::new(), "nothing held under our prefix yet");
+
+    let fenced = locks.store().fencing();
+    let mut guards = Vec::new();
+    for name in ["b", "a", "c:{x}%}"] {
+        let mut lock = locks.lock(name, LONG);
+        if fenced {
+            lock = lock.fenced();
+        }
+        guards.push(lock.acquire().await.expect("acquire").expect("free"));
+    }
+    let expiring = locks.lock("expiring", ms(&locks, 100));
+    expiring.acquire().await.expect("acquire").expect("free").keep();
+    tokio::time::sleep(ms(&locks, 250)).await;
+
+    let listed = locks.list().await.expect("list");
+    let names: Vec<&str> = listed.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c:{x}%}"], "sorted names, prefix removed, expired left out");
+    for (name, holder) in &listed {
+        let guard = guards
+            .iter()
+            .find(|guard| guard.key() == format!("{}{name}", locks.prefix()))
+            .expect("a guard for every listed name");
+        assert_eq!(holder.token(), guard.token(), "{name}: the holder is the guard");
+        assert!(
+            holder.remaining_ttl() > Duration::from_secs(50)
+                && holder.remaining_ttl() <= longest(&locks, LONG),
+            "{name}: remaining ttl is about 60 s: {:?}",
+            holder.remaining_ttl()
+        );
+        if let Some(fence) = holder.fence() {
+            assert_eq!(Some(fence), guard.fence(), "{name}: a listed fence is the holder's");
+        }
+    }
+
+    let b = guards.remove(0);
+    assert!(b.release().await.expect("release"));
+    let names: Vec<String> = locks
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names, ["a", "c:{x}%}"], "a released lock is gone");
+}
+
 /// `force_release` frees a lock whoever holds it, and the holder can tell.
 pub async fn force_release_frees_a_lock_and_its_holder_can_tell(locks: LockManager) {
     let lock = locks.lock("forced", LONG);
@@ -661,6 +730,7 @@ macro_rules! store_contract {
             different_names_do_not_contend,
             the_prefix_is_part_of_the_key,
             the_holder_is_described_with_its_remaining_ttl,
+            listing_shows_the_held_locks_by_name_with_their_holders,
             force_release_frees_a_lock_and_its_holder_can_tell,
             dropping_an_unreleased_guard_releases_it,
             a_cancelled_run_leaves_the_lock_free,

@@ -120,6 +120,14 @@ impl LockStore for Instrumented {
         self.inner.holder(key)
     }
 
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        self.inner.list(prefix)
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
     fn is_shared(&self) -> bool {
         self.inner.is_shared()
     }

@@ -133,6 +133,9 @@ struct Slot {
 struct Lease {
     token: StoredToken,
     expires: Instant,
+    /// The fencing token this lease was given, or 0 for none (tokens start
+    /// at 1): shown by `holder` and `list`.
+    fence: u64,
 }
 
 /// An owner token as the store keeps it.
@@ -171,6 +174,14 @@ impl StoredToken {
 impl Lease {
     fn live_at(&self, now: Instant) -> bool {
         self.expires > now
+    }
+
+    fn holder(&self, now: Instant) -> Holder {
+        let holder = Holder::new(self.token.to_token(), self.expires - now);
+        match self.fence {
+            0 => holder,
+            fence => holder.with_fence(fence),
+        }
     }
 }
 
@@ -271,9 +282,10 @@ impl MemoryStore {
         // The caller validated the TTL against `max_ttl`, so this cannot
         // overflow; saturate anyway rather than panic.
         let expires = now.checked_add(request.ttl).unwrap_or(now + MAX_TTL);
-        let lease = || Lease {
+        let lease = |fence: Option<u64>| Lease {
             token: StoredToken::new(request.token),
             expires,
+            fence: fence.unwrap_or(0),
         };
         self.with_shard(request.key, |shard, hash| {
             let entry = shard.slots.entry(
@@ -286,10 +298,9 @@ impl MemoryStore {
                     let slot = occupied.get_mut();
                     match slot.live_lease(now) {
                         None => {
-                            slot.lease = Some(lease());
-                            Attempt::Acquired {
-                                fence: self.next_fence(request.fenced),
-                            }
+                            let fence = self.next_fence(request.fenced);
+                            slot.lease = Some(lease(fence));
+                            Attempt::Acquired { fence }
                         }
                         Some(held) => Attempt::Held {
                             remaining: Some(held.expires - now),
@@ -298,15 +309,14 @@ impl MemoryStore {
                     }
                 }
                 Entry::Vacant(vacant) => {
+                    let fence = self.next_fence(request.fenced);
                     vacant.insert(Slot {
                         key: request.key.into(),
-                        lease: Some(lease()),
+                        lease: Some(lease(fence)),
                         waiters: None,
                     });
                     shard.after_insert(now);
-                    Attempt::Acquired {
-                        fence: self.next_fence(request.fenced),
-                    }
+                    Attempt::Acquired { fence }
                 }
             }
         })
@@ -376,9 +386,26 @@ impl MemoryStore {
         let now = Instant::now();
         self.with_shard(key, |shard, hash| {
             let slot = shard.slots.find(hash, |slot| &*slot.key == key)?;
-            let lease = slot.live_lease(now)?;
-            Some(Holder::new(lease.token.to_token(), lease.expires - now))
+            slot.live_lease(now).map(|lease| lease.holder(now))
         })
+    }
+
+    /// Every live lease whose key starts with `prefix`, one shard at a time:
+    /// each shard is read under its lock, so every lease shown was live at
+    /// the moment its shard was read.
+    fn list_sync(&self, prefix: &str) -> Vec<(String, Holder)> {
+        let now = Instant::now();
+        let mut held = Vec::new();
+        for shard in &self.inner.shards {
+            let shard = lock(&shard.0);
+            held.extend(shard.slots.iter().filter_map(|slot| {
+                let lease = slot.live_lease(now)?;
+                slot.key
+                    .starts_with(prefix)
+                    .then(|| (slot.key.to_string(), lease.holder(now)))
+            }));
+        }
+        held
     }
 }
 
@@ -432,6 +459,15 @@ impl LockStore for MemoryStore {
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         let holder = self.holder_sync(key);
         Box::pin(std::future::ready(Ok(holder)))
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        let held = self.list_sync(prefix);
+        Box::pin(std::future::ready(Ok(held)))
+    }
+
+    fn name(&self) -> &'static str {
+        "memory"
     }
 
     fn is_shared(&self) -> bool {

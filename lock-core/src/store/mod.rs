@@ -238,6 +238,36 @@ pub trait LockStore: Send + Sync + 'static {
     /// The current unexpired lease on `key`, if any.
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>>;
 
+    /// Every unexpired lease whose key starts with `prefix`: its full key and
+    /// its holder, in no particular order.
+    ///
+    /// For operators ([`LockManager::list`](crate::LockManager::list), the
+    /// `locks` tool), not for deciding anything: leases come and go while the
+    /// store is read, so a store that reads in batches (a Redis `SCAN`) may
+    /// miss a lease taken meanwhile or show one released meanwhile. It must
+    /// never block the store for others (no Redis `KEYS`).
+    ///
+    /// The default returns [`Error::Unsupported`]: a store that cannot list
+    /// cheaply (memcached) says so instead of scanning everything.
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        let _ = prefix;
+        let store = self.name();
+        Box::pin(async move {
+            Err(Error::Unsupported {
+                store,
+                operation: "list locks",
+                hint: "it keeps no index of its keys; inspect a lock by name (`Lock::holder`, `locks inspect NAME`)",
+            })
+        })
+    }
+
+    /// A short name for the kind of store (`"memory"`, `"redis"`...), for
+    /// logs, metrics labels and error messages. `"custom"` unless a store
+    /// says otherwise.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// True when leases are visible to other processes and acquire is atomic
     /// across them.
     fn is_shared(&self) -> bool;
@@ -396,6 +426,14 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         (**self).holder(key)
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        (**self).list(prefix)
+    }
+
+    fn name(&self) -> &'static str {
+        (**self).name()
     }
 
     fn is_shared(&self) -> bool {

@@ -59,6 +59,7 @@ const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// | release | one transaction: delete the key if its value is our token; then revoke its lease |
 /// | extend | grant a lease with the new TTL, then one transaction: `put key token` on it if the value is still our token; then revoke the old lease |
 /// | holder | read the key, then its lease's remaining TTL |
+/// | list | a ranged read of the prefix, in pages of 1,000 pinned to one revision (a consistent snapshot), then each lease's remaining TTL |
 ///
 /// Each lock has an etcd lease of its own, so each can have its own TTL and
 /// a release frees exactly one key. A lease granted for an attempt that
@@ -405,20 +406,76 @@ impl LockStore for EtcdStore {
                     return Ok(None);
                 };
                 let token = String::from_utf8_lossy(kv.value()).into_owned();
-                let remaining = if kv.lease() == 0 {
-                    Duration::MAX
-                } else {
-                    let ttl = client.lease_time_to_live(kv.lease(), None).await?.ttl();
-                    if ttl < 0 {
-                        // The lease ran out between the two reads.
-                        return Ok(None);
-                    }
-                    Duration::from_secs(ttl.unsigned_abs())
-                };
-                Ok::<_, BoxError>(Some(Holder::new(token, remaining)))
+                let revision = kv.create_revision();
+                Ok::<_, BoxError>(holder_of(&mut client, token, kv.lease(), revision).await?)
             })
             .await
         })
+    }
+
+    /// One ranged read of the keys under `prefix`, in pages pinned to the
+    /// first page's revision (one consistent snapshot), then each lease's
+    /// remaining TTL.
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        Box::pin(async move {
+            const OPERATION: &str = "list the locks under";
+            const PAGE: i64 = 1000;
+            let end = prefix_end(prefix.as_bytes());
+            let mut start = if prefix.is_empty() {
+                vec![0]
+            } else {
+                prefix.as_bytes().to_vec()
+            };
+            let mut revision = 0;
+            let mut found = Vec::new();
+            loop {
+                let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+                if revision > 0 {
+                    options = options.with_revision(revision);
+                }
+                let from = std::mem::take(&mut start);
+                let answer = self
+                    .call(OPERATION, prefix, |mut client| async move {
+                        Ok::<_, BoxError>(client.get(from, Some(options)).await?)
+                    })
+                    .await?;
+                if revision == 0 {
+                    revision = answer.header().map_or(0, |header| header.revision());
+                }
+                for kv in answer.kvs() {
+                    let (Ok(key), Ok(token)) = (kv.key_str(), kv.value_str()) else {
+                        continue;
+                    };
+                    found.push((key.to_owned(), token.to_owned(), kv.lease(), kv.create_revision()));
+                }
+                match answer.kvs().last() {
+                    Some(last) if answer.more() => {
+                        start = last.key().to_vec();
+                        start.push(0);
+                    }
+                    _ => break,
+                }
+            }
+            let mut held = Vec::with_capacity(found.len());
+            for batch in found.chunks(128) {
+                let reads = batch.iter().map(|(_, token, lease, revision)| {
+                    self.call(OPERATION, prefix, move |mut client| async move {
+                        holder_of(&mut client, token.clone(), *lease, *revision).await
+                    })
+                });
+                let holders = futures_util::future::join_all(reads).await;
+                for ((key, ..), holder) in batch.iter().zip(holders) {
+                    if let Some(holder) = holder? {
+                        held.push((key.clone(), holder));
+                    }
+                }
+            }
+            Ok(held)
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "etcd"
     }
 
     fn is_shared(&self) -> bool {
@@ -443,6 +500,46 @@ impl LockStore for EtcdStore {
     }
 }
 
+/// The holder of a key read as `token` on `lease`, created at `revision`
+/// (its fencing token): the lease's remaining TTL read now, or `None` when
+/// it ran out since the key was read.
+async fn holder_of(
+    client: &mut Client,
+    token: String,
+    lease: i64,
+    revision: i64,
+) -> std::result::Result<Option<Holder>, BoxError> {
+    let remaining = if lease == 0 {
+        // No lease: written by something other than this library.
+        Duration::MAX
+    } else {
+        let ttl = client.lease_time_to_live(lease, None).await?.ttl();
+        if ttl < 0 {
+            return Ok(None);
+        }
+        Duration::from_secs(ttl.unsigned_abs())
+    };
+    let holder = Holder::new(token, remaining);
+    Ok(Some(match u64::try_from(revision) {
+        Ok(fence) if fence > 0 => holder.with_fence(fence),
+        _ => holder,
+    }))
+}
+
+/// The end of the key range holding every key that starts with `prefix`:
+/// the prefix with its last byte below 0xff raised by one; `[0]` (every
+/// key from the start) when there is none.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 impl fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdStore")
@@ -451,5 +548,18 @@ impl fmt::Debug for EtcdStore {
             .field("min_ttl", &self.shared.min_ttl)
             .field("waited_keys", &self.shared.waiters.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn the_range_of_a_prefix_ends_just_past_its_last_key() {
+        assert_eq!(prefix_end(b"lock:"), b"lock;".to_vec());
+        assert_eq!(prefix_end(b"a\xff\xff"), b"b".to_vec(), "0xff bytes roll over");
+        assert_eq!(prefix_end(b"\xff"), vec![0], "no end: every key");
+        assert_eq!(prefix_end(b""), vec![0], "the empty prefix: every key");
     }
 }

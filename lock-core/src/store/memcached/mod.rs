@@ -380,6 +380,13 @@ impl LockStore for MemcachedStore {
         })
     }
 
+    /// Listing is not supported (the default [`Error::Unsupported`]):
+    /// memcached keeps no index of its keys, and walking every item on the
+    /// server to find ours would cost what one lock must never cost.
+    fn name(&self) -> &'static str {
+        "memcached"
+    }
+
     fn is_shared(&self) -> bool {
         true
     }

@@ -58,6 +58,7 @@ const MAX_PAYLOAD: usize = 7000;
 /// | release | delete the row (or, for a fenced name, expire it) where the token is ours, and `NOTIFY` if someone waits |
 /// | extend | `UPDATE ... SET expires_at = now + ttl WHERE token = ours AND expires_at > now` |
 /// | holder | one `SELECT` |
+/// | list | one `SELECT ... WHERE starts_with(name, prefix)`: a consistent snapshot |
 ///
 /// Every time is the database's `clock_timestamp()`, never the client's.
 /// Each pooled connection prepares each statement once and then runs it in
@@ -144,6 +145,7 @@ struct Statements {
     release: String,
     extend: String,
     holder: String,
+    list: String,
     sweep: String,
 }
 
@@ -232,6 +234,7 @@ impl PostgresStore {
             release: sql::release(&leases),
             extend: sql::extend(&leases),
             holder: sql::holder(&leases),
+            list: sql::list(&leases),
             sweep: sql::sweep(&leases),
         };
         let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
@@ -521,6 +524,35 @@ impl LockStore for PostgresStore {
                 Duration::from_micros(remaining.max(0).unsigned_abs()),
             )))
         })
+    }
+
+    /// One `SELECT`: a consistent snapshot of the lease table.
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        Box::pin(async move {
+            let operation = "list the locks under";
+            let rows = self
+                .query(
+                    operation,
+                    prefix,
+                    &self.shared.statements.list,
+                    &[(&prefix, Type::TEXT)],
+                )
+                .await?;
+            let read = |e: tokio_postgres::Error| Error::store(operation, prefix, e);
+            rows.iter()
+                .map(|row| {
+                    let name: String = row.try_get(0).map_err(read)?;
+                    let token: String = row.try_get(1).map_err(read)?;
+                    let remaining: i64 = row.try_get(2).map_err(read)?;
+                    let remaining = Duration::from_micros(remaining.max(0).unsigned_abs());
+                    Ok((name, Holder::new(token, remaining)))
+                })
+                .collect()
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "postgres"
     }
 
     fn is_shared(&self) -> bool {

@@ -141,6 +141,17 @@ WHERE name = $1 AND expires_at > clock_timestamp()"
     )
 }
 
+/// Every live lease whose name starts with `$1`: `(name, token, remaining
+/// microseconds)`. One statement, so one consistent snapshot of the table.
+pub(super) fn list(leases: &str) -> String {
+    format!(
+        "SELECT name, token,
+       (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint
+FROM {leases}
+WHERE starts_with(name, $1) AND expires_at > clock_timestamp()"
+    )
+}
+
 /// Deletes up to 1,000 rows whose lease has ended (their holders died or
 /// kept their claims): nothing is lost, since an acquire would overwrite
 /// such a row anyway. Rows another session is touching are skipped, not

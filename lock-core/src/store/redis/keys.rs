@@ -24,6 +24,13 @@ pub(super) fn lease_key(key: &str) -> Result<String> {
     }
     let mut out = String::with_capacity(key.len() + 8);
     out.push('{');
+    escape_into(key, &mut out);
+    out.push('}');
+    Ok(out)
+}
+
+/// Appends `key` to `out` with `%` and `}` written `%25` and `%7D`.
+fn escape_into(key: &str, out: &mut String) {
     // Runs between the characters that need escaping are copied whole.
     let mut rest = key;
     while let Some(at) = rest.find(['%', '}']) {
@@ -36,8 +43,48 @@ pub(super) fn lease_key(key: &str) -> Result<String> {
         rest = &rest[at + 1..];
     }
     out.push_str(rest);
-    out.push('}');
-    Ok(out)
+}
+
+/// The `SCAN ... MATCH` pattern of every lease whose store key starts with
+/// `prefix`, and of nothing else: `{`, the escaped prefix with the glob's own
+/// special characters quoted, `*`, `}`. A lease key's only `}` is its last
+/// character, so companions (`...}:waiters`, `...}:fence`) never match.
+pub(super) fn lease_pattern(prefix: &str) -> String {
+    let mut escaped = String::with_capacity(prefix.len() + 4);
+    escape_into(prefix, &mut escaped);
+    let mut pattern = String::with_capacity(escaped.len() + 8);
+    pattern.push('{');
+    for c in escaped.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str("*}");
+    pattern
+}
+
+/// The store key a lease key stands for: the braces removed and the
+/// escaping undone. `None` for a key that is not a lease key.
+pub(super) fn store_key_of(lease: &str) -> Option<String> {
+    let inner = lease.strip_prefix('{')?.strip_suffix('}')?;
+    if inner.contains('}') {
+        return None;
+    }
+    let mut key = String::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some(at) = rest.find('%') {
+        key.push_str(&rest[..at]);
+        let escape = rest.get(at..at + 3)?;
+        key.push(match escape {
+            "%25" => '%',
+            "%7D" => '}',
+            _ => return None,
+        });
+        rest = &rest[at + 3..];
+    }
+    key.push_str(rest);
+    Some(key)
 }
 
 /// The Redis key marking that somebody waits for the lease `lease`; same slot.
@@ -187,6 +234,60 @@ mod tests {
             "200 names landed in only {} slots",
             slots.len()
         );
+    }
+
+    /// Redis's glob matching, enough of it for the patterns `lease_pattern`
+    /// makes: `*`, and `\\` quoting the next character.
+    fn glob(pattern: &[char], text: &[char]) -> bool {
+        match pattern.split_first() {
+            None => text.is_empty(),
+            Some(('*', rest)) => (0..=text.len()).any(|skip| glob(rest, &text[skip..])),
+            Some(('\\', rest)) => match (rest.split_first(), text.split_first()) {
+                (Some((p, rest)), Some((t, text))) => p == t && glob(rest, text),
+                _ => false,
+            },
+            Some((p, rest)) => text.split_first().is_some_and(|(t, text)| p == t && glob(rest, text)),
+        }
+    }
+
+    fn matches(pattern: &str, key: &str) -> bool {
+        let pattern: Vec<char> = pattern.chars().collect();
+        let key: Vec<char> = key.chars().collect();
+        glob(&pattern, &key)
+    }
+
+    #[test]
+    fn the_listing_pattern_matches_the_prefixs_leases_and_nothing_else() {
+        for prefix in ["lock:", "a*b?[c]\\d}%:", ""] {
+            let pattern = lease_pattern(prefix);
+            for name in ["x", "reports:{acme}", "*", "%7D}"] {
+                let lease = lease_key(&format!("{prefix}{name}")).expect("non-empty");
+                assert!(matches(&pattern, &lease), "{pattern} must match {lease}");
+                assert!(
+                    !matches(&pattern, &waiters_key(&lease)),
+                    "{pattern} must not match the marker of {lease}"
+                );
+                assert!(
+                    !matches(&pattern, &fence_key(&lease)),
+                    "{pattern} must not match the counter of {lease}"
+                );
+                assert_eq!(
+                    store_key_of(&lease).as_deref(),
+                    Some(&*format!("{prefix}{name}")),
+                    "decoding {lease}"
+                );
+            }
+        }
+        assert!(
+            !matches(&lease_pattern("lock:"), &lease_key("other:x").expect("non-empty")),
+            "another prefix's lease"
+        );
+        assert!(
+            !matches(&lease_pattern("a*"), &lease_key("abc").expect("non-empty")),
+            "a star in the prefix is a star, not a wildcard"
+        );
+        assert_eq!(store_key_of("{a}:fence"), None);
+        assert_eq!(store_key_of("{a%zz}"), None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! One job per file: [`config`] (the settings), [`connect`] (URLs,
 //! connections, start-up), [`keys`] (where a lease lives, and cluster
-//! slots), [`scripts`] (the Lua behind each operation, in `lua/`),
+//! slots), [`listing`] (walking the keyspace for operators), [`scripts`]
+//! (the Lua behind each operation, in `lua/`),
 //! [`wakeups`] (the one release subscription); this file is the store
 //! itself. The per-call deadline, the waiter registry and the reconnect
 //! backoff are shared with the other networked stores, in
@@ -12,6 +13,7 @@
 mod config;
 mod connect;
 mod keys;
+mod listing;
 mod scripts;
 mod wakeups;
 
@@ -434,6 +436,17 @@ impl LockStore for RedisStore {
                 Holder::new(String::from_utf8_lossy(&token), remaining)
             }))
         })
+    }
+
+    /// `SCAN` in batches (on every primary of a cluster), then one holder
+    /// read per lease found; see [`LockManager::list`](crate::LockManager::list)
+    /// for what that costs and promises.
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
+        Box::pin(self.list_leases(prefix))
+    }
+
+    fn name(&self) -> &'static str {
+        "redis"
     }
 
     fn is_shared(&self) -> bool {
