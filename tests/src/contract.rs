@@ -511,10 +511,17 @@ pub async fn listing_shows_the_held_locks_by_name_with_their_holders(locks: Lock
     if let Err(Error::Unsupported { store, .. }) = &listed {
         assert_eq!(*store, locks.store().name(), "the error names the store");
         let text = listed.expect_err("unsupported").to_string();
-        assert!(text.contains("inspect a lock by name"), "says what to do instead: {text}");
+        assert!(
+            text.contains("inspect a lock by name"),
+            "says what to do instead: {text}"
+        );
         return;
     }
-    assert_eq!(listed.expect("list"), Vec::new(), "nothing held under our prefix yet");
+    assert_eq!(
+        listed.expect("list"),
+        Vec::new(),
+        "nothing held under our prefix yet"
+    );
 
     let fenced = locks.store().fencing();
     let mut guards = Vec::new();
@@ -526,18 +533,31 @@ pub async fn listing_shows_the_held_locks_by_name_with_their_holders(locks: Lock
         guards.push(lock.acquire().await.expect("acquire").expect("free"));
     }
     let expiring = locks.lock("expiring", ms(&locks, 100));
-    expiring.acquire().await.expect("acquire").expect("free").keep();
+    expiring
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free")
+        .keep();
     tokio::time::sleep(ms(&locks, 250)).await;
 
     let listed = locks.list().await.expect("list");
     let names: Vec<&str> = listed.iter().map(|(name, _)| name.as_str()).collect();
-    assert_eq!(names, ["a", "b", "c:{x}%}"], "sorted names, prefix removed, expired left out");
+    assert_eq!(
+        names,
+        ["a", "b", "c:{x}%}"],
+        "sorted names, prefix removed, expired left out"
+    );
     for (name, holder) in &listed {
         let guard = guards
             .iter()
             .find(|guard| guard.key() == format!("{}{name}", locks.prefix()))
             .expect("a guard for every listed name");
-        assert_eq!(holder.token(), guard.token(), "{name}: the holder is the guard");
+        assert_eq!(
+            holder.token(),
+            guard.token(),
+            "{name}: the holder is the guard"
+        );
         assert!(
             holder.remaining_ttl() > Duration::from_secs(50)
                 && holder.remaining_ttl() <= longest(&locks, LONG),
@@ -545,7 +565,11 @@ pub async fn listing_shows_the_held_locks_by_name_with_their_holders(locks: Lock
             holder.remaining_ttl()
         );
         if let Some(fence) = holder.fence() {
-            assert_eq!(Some(fence), guard.fence(), "{name}: a listed fence is the holder's");
+            assert_eq!(
+                Some(fence),
+                guard.fence(),
+                "{name}: a listed fence is the holder's"
+            );
         }
     }
 

@@ -446,7 +446,12 @@ impl LockStore for EtcdStore {
                     let (Ok(key), Ok(token)) = (kv.key_str(), kv.value_str()) else {
                         continue;
                     };
-                    found.push((key.to_owned(), token.to_owned(), kv.lease(), kv.create_revision()));
+                    found.push((
+                        key.to_owned(),
+                        token.to_owned(),
+                        kv.lease(),
+                        kv.create_revision(),
+                    ));
                 }
                 match answer.kvs().last() {
                     Some(last) if answer.more() => {
@@ -558,7 +563,11 @@ mod tests {
     #[test]
     fn the_range_of_a_prefix_ends_just_past_its_last_key() {
         assert_eq!(prefix_end(b"lock:"), b"lock;".to_vec());
-        assert_eq!(prefix_end(b"a\xff\xff"), b"b".to_vec(), "0xff bytes roll over");
+        assert_eq!(
+            prefix_end(b"a\xff\xff"),
+            b"b".to_vec(),
+            "0xff bytes roll over"
+        );
         assert_eq!(prefix_end(b"\xff"), vec![0], "no end: every key");
         assert_eq!(prefix_end(b""), vec![0], "the empty prefix: every key");
     }

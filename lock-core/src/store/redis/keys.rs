@@ -246,7 +246,9 @@ mod tests {
                 (Some((p, rest)), Some((t, text))) => p == t && glob(rest, text),
                 _ => false,
             },
-            Some((p, rest)) => text.split_first().is_some_and(|(t, text)| p == t && glob(rest, text)),
+            Some((p, rest)) => text
+                .split_first()
+                .is_some_and(|(t, text)| p == t && glob(rest, text)),
         }
     }
 
@@ -279,7 +281,10 @@ mod tests {
             }
         }
         assert!(
-            !matches(&lease_pattern("lock:"), &lease_key("other:x").expect("non-empty")),
+            !matches(
+                &lease_pattern("lock:"),
+                &lease_key("other:x").expect("non-empty")
+            ),
             "another prefix's lease"
         );
         assert!(

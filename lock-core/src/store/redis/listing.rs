@@ -123,12 +123,14 @@ impl RedisStore {
             if next == 0 {
                 continue;
             }
-            let address: String = from_redis_value_ref(address).map_err(|_| unexpected(prefix, &first))?;
+            let address: String =
+                from_redis_value_ref(address).map_err(|_| unexpected(prefix, &first))?;
             let node = address
                 .rsplit_once(':')
                 .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
                 .ok_or_else(|| unexpected(prefix, &first))?;
-            self.scan_node(Some(node), next, pattern, prefix, found).await?;
+            self.scan_node(Some(node), next, pattern, prefix, found)
+                .await?;
         }
         Ok(())
     }
@@ -161,7 +163,11 @@ fn scan(cursor: u64, pattern: &str) -> Cmd {
 /// not UTF-8 are not leases this library wrote, and are skipped).
 fn scan_reply(reply: &Value, prefix: &str) -> Result<(u64, Vec<String>)> {
     let (cursor, keys): (u64, Vec<Vec<u8>>) = from_redis_value_ref(reply).map_err(|_| {
-        Error::store(OPERATION, prefix, format!("unexpected SCAN reply {reply:?}"))
+        Error::store(
+            OPERATION,
+            prefix,
+            format!("unexpected SCAN reply {reply:?}"),
+        )
     })?;
     let keys = keys
         .into_iter()
