@@ -407,7 +407,7 @@ impl LockStore for EtcdStore {
                 };
                 let token = String::from_utf8_lossy(kv.value()).into_owned();
                 let revision = kv.create_revision();
-                Ok::<_, BoxError>(holder_of(&mut client, token, kv.lease(), revision).await?)
+                holder_of(&mut client, token, kv.lease(), revision).await
             })
             .await
         })

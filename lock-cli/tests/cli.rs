@@ -1,0 +1,286 @@
+//! The `locks` binary end to end: this process holds locks through the
+//! library, the binary runs against the same Redis (one server, then a
+//! cluster), and its output and exit codes are checked.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use lock_core::{LockGuard, LockManager};
+use lock_tests::harness;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Runs `locks` with `args`, stdin closed (not a terminal), no `LOCKS_URL`.
+fn locks<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locks"))
+        .args(args)
+        .env_remove("LOCKS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the locks binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `output`'s exit code, with what it printed when it is not `expected`.
+fn assert_exit(output: &Output, expected: i32, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(expected),
+        "{what}: exit code\nstdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+async fn hold(locks: &LockManager, name: &str) -> LockGuard {
+    locks
+        .lock(name, LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free")
+}
+
+/// The whole operator session against the store at `url`, whose locks this
+/// process takes through `manager`.
+async fn list_inspect_and_release(manager: LockManager, url: &str) {
+    let prefix = format!("cli-{:016x}:", rand::random::<u64>());
+    let locks = manager.with_prefix(prefix.clone());
+    let with = |rest: &[&str]| {
+        let mut args = vec![
+            "--url".to_owned(),
+            url.to_owned(),
+            "--prefix".to_owned(),
+            prefix.clone(),
+        ];
+        args.extend(rest.iter().map(|arg| (*arg).to_owned()));
+        args
+    };
+
+    let empty = locks_run(&with(&["list"]));
+    assert_exit(&empty, 0, "list with nothing held");
+    assert!(
+        text(&empty.stdout).contains("no locks held"),
+        "{}",
+        text(&empty.stdout)
+    );
+
+    let acme = hold(&locks, "reports:acme").await;
+    let nightly = hold(&locks, "nightly").await;
+    let owner = acme.owner().to_owned();
+
+    // The table: a header, then both locks, sorted, with this process as holder.
+    let listed = locks_run(&with(&["list"]));
+    assert_exit(&listed, 0, "list");
+    let stdout = text(&listed.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two locks:\n{stdout}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("REMAINING"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("nightly ") && lines[1].contains(&owner),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with("reports:acme ") && lines[2].contains(&owner),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(acme.token()),
+        "the token is never shown:\n{stdout}"
+    );
+
+    // The same as JSON.
+    let json = locks_run(&with(&["list", "--json"]));
+    assert_exit(&json, 0, "list --json");
+    let rows: serde_json::Value =
+        serde_json::from_slice(&json.stdout).expect("list --json is JSON");
+    let rows = rows.as_array().expect("an array");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["name"], "reports:acme");
+    assert_eq!(rows[1]["holder"], owner.as_str());
+    let remaining = rows[1]["remaining_ms"].as_u64().expect("remaining_ms");
+    assert!(
+        (50_000..=60_000).contains(&remaining),
+        "remaining {remaining} ms"
+    );
+
+    // Inspect: held (0), free (1).
+    let inspected = locks_run(&with(&["inspect", "reports:acme"]));
+    assert_exit(&inspected, 0, "inspect a held lock");
+    let stdout = text(&inspected.stdout);
+    assert!(stdout.contains(&format!("held by {owner}")), "{stdout}");
+    let free = locks_run(&with(&["inspect", "nobody-holds-this"]));
+    assert_exit(&free, 1, "inspect a free lock");
+    assert!(
+        text(&free.stdout).contains("free"),
+        "{}",
+        text(&free.stdout)
+    );
+
+    // Release without a terminal and without --yes: refused, nothing freed.
+    let refused = locks_run(&with(&["release", "reports:acme", "--reason", "test"]));
+    assert_exit(&refused, 2, "release without confirmation");
+    assert!(
+        text(&refused.stderr).contains("--yes"),
+        "says how: {}",
+        text(&refused.stderr)
+    );
+    assert!(
+        acme.is_still_held().await.expect("read"),
+        "a refused release frees nothing"
+    );
+
+    // Release with --yes: the lease is gone, the reason and holder logged.
+    let released = locks_run(&with(&[
+        "release",
+        "reports:acme",
+        "--reason",
+        "job hung, ticket 4411",
+        "--yes",
+    ]));
+    assert_exit(&released, 0, "release");
+    assert!(
+        text(&released.stdout).contains("released reports:acme"),
+        "{}",
+        text(&released.stdout)
+    );
+    let log = text(&released.stderr);
+    assert!(log.contains("WARN"), "logged at WARN: {log}");
+    assert!(
+        log.contains("job hung, ticket 4411"),
+        "the reason is logged: {log}"
+    );
+    assert!(log.contains(&owner), "the previous holder is logged: {log}");
+    assert!(
+        !acme.is_still_held().await.expect("read"),
+        "the lease is gone"
+    );
+    assert!(
+        nightly.is_still_held().await.expect("read"),
+        "the other lock is untouched"
+    );
+
+    // Again: not held (1).
+    let again = locks_run(&with(&[
+        "release",
+        "reports:acme",
+        "--reason",
+        "again",
+        "--yes",
+    ]));
+    assert_exit(&again, 1, "release a free lock");
+    assert!(
+        text(&again.stdout).contains("nothing to release"),
+        "{}",
+        text(&again.stdout)
+    );
+
+    let names: Vec<String> = locks
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["nightly"]);
+    nightly.release().await.expect("release");
+    drop(acme);
+}
+
+fn locks_run(args: &[String]) -> Output {
+    locks(args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_inspects_and_releases_locks_on_one_redis_server() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let Some(manager) = harness::redis_manager().await else {
+        return;
+    };
+    harness::say(&format!("locks CLI against Redis at {url}"));
+    list_inspect_and_release(manager, &url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_inspects_and_releases_locks_on_a_redis_cluster() {
+    let Some(urls) = harness::cluster_urls() else {
+        return;
+    };
+    let Some(manager) = harness::cluster_manager().await else {
+        return;
+    };
+    // The redis+cluster:// form, with every seed.
+    let hosts: Vec<&str> = urls
+        .iter()
+        .map(|url| url.trim_start_matches("redis://").trim_end_matches('/'))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    harness::say(&format!("locks CLI against the Redis Cluster at {url}"));
+    list_inspect_and_release(manager, &url).await;
+    // And the comma-separated list of plain URLs reaches the same cluster.
+    let listed = locks(&["--url", &urls.join(","), "list"]);
+    assert_exit(&listed, 0, "list through a comma-separated URL list");
+}
+
+#[test]
+fn usage_and_connection_errors_exit_2_and_never_print_a_password() {
+    let no_url = locks(&["list"]);
+    assert_exit(&no_url, 2, "no --url");
+    assert!(
+        text(&no_url.stderr).contains("--url"),
+        "{}",
+        text(&no_url.stderr)
+    );
+
+    let unknown = locks(&["--url", "ftp://user:topsecret@host/", "list"]);
+    assert_exit(&unknown, 2, "an unknown scheme");
+    let stderr = text(&unknown.stderr);
+    assert!(
+        stderr.contains("redis://"),
+        "lists the schemes it knows: {stderr}"
+    );
+    assert!(!stderr.contains("topsecret"), "password printed: {stderr}");
+
+    // Nothing listens on port 1.
+    let refused = locks(&[
+        "--url",
+        "redis://admin:topsecret@127.0.0.1:1",
+        "--timeout",
+        "2s",
+        "list",
+    ]);
+    assert_exit(&refused, 2, "an unreachable server");
+    let stderr = text(&refused.stderr);
+    assert!(!stderr.is_empty(), "says what failed");
+    assert!(!stderr.contains("topsecret"), "password printed: {stderr}");
+}
+
+#[test]
+fn every_help_text_explains_itself_with_an_example() {
+    for args in [
+        &["--help"][..] as &[&str],
+        &["list", "--help"],
+        &["inspect", "--help"],
+        &["release", "--help"],
+    ] {
+        let help = locks(args);
+        assert_exit(&help, 0, &format!("{args:?}"));
+        let stdout = text(&help.stdout);
+        assert!(
+            stdout.contains("Examples:"),
+            "{args:?} has no examples:\n{stdout}"
+        );
+        assert!(
+            stdout.contains("locks --url "),
+            "{args:?} shows no command:\n{stdout}"
+        );
+    }
+}
