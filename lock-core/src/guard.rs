@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lease::{Lease, local_deadline};
+use crate::lock::Labels;
 use crate::store::{store_ttl, validate_ttl};
 use crate::{LockStore, Result, token};
 
@@ -52,6 +53,8 @@ pub struct LockGuard {
     hold_until: Option<Instant>,
     /// False once released or kept: then drop does nothing.
     armed: bool,
+    /// The lock's metrics labels (nothing without the `metrics` feature).
+    labels: Labels,
 }
 
 impl LockGuard {
@@ -62,7 +65,10 @@ impl LockGuard {
         fence: Option<u64>,
         started: Instant,
         hold_until: Option<Instant>,
+        labels: Labels,
     ) -> LockGuard {
+        #[cfg(feature = "metrics")]
+        crate::metrics::taken(labels);
         LockGuard {
             store,
             key,
@@ -72,6 +78,7 @@ impl LockGuard {
             lease: None,
             hold_until,
             armed: true,
+            labels,
         }
     }
 
@@ -114,7 +121,10 @@ impl LockGuard {
     /// [`Error::Store`](crate::Error::Store) when the store cannot be reached;
     /// the lease then ends at its TTL.
     pub async fn release(mut self) -> Result<bool> {
-        let released = self.give_back().await?;
+        let released = self.give_back().await;
+        #[cfg(feature = "metrics")]
+        crate::metrics::released(self.labels, &released);
+        let released = released?;
         self.log_release(released);
         Ok(released)
     }
@@ -219,6 +229,12 @@ impl LockGuard {
         self.started
     }
 
+    /// The lock's metrics labels.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn labels(&self) -> Labels {
+        self.labels
+    }
+
     fn log_release(&self, released: bool) {
         if released {
             tracing::debug!(
@@ -238,6 +254,9 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        // Released, kept or dropped: this process holds the lease no more.
+        #[cfg(feature = "metrics")]
+        crate::metrics::let_go(self.labels, self.held_for());
         if !self.armed {
             return;
         }
@@ -249,7 +268,10 @@ impl Drop for LockGuard {
             &self.key,
             &self.token,
             hold,
-            GiveBack::DroppedGuard { held_ms },
+            GiveBack::DroppedGuard {
+                held_ms,
+                labels: self.labels,
+            },
         );
     }
 }
@@ -289,7 +311,14 @@ fn released_now(
 #[derive(Clone, Copy)]
 pub(crate) enum GiveBack {
     /// A guard dropped unreleased, after holding the lease this long.
-    DroppedGuard { held_ms: u64 },
+    DroppedGuard {
+        held_ms: u64,
+        #[cfg_attr(
+            not(feature = "metrics"),
+            expect(dead_code, reason = "only metrics read the labels")
+        )]
+        labels: Labels,
+    },
     /// An acquire dropped (or failed) after its request may have reached the
     /// store: the lease may be ours without anybody knowing.
     AbandonedAcquire,
@@ -297,11 +326,15 @@ pub(crate) enum GiveBack {
 
 impl GiveBack {
     fn released(self, key: &str, released: Result<bool>) {
+        #[cfg(feature = "metrics")]
+        if let GiveBack::DroppedGuard { labels, .. } = self {
+            crate::metrics::released(labels, &released);
+        }
         match (self, released) {
-            (GiveBack::DroppedGuard { held_ms }, Ok(true)) => {
+            (GiveBack::DroppedGuard { held_ms, .. }, Ok(true)) => {
                 tracing::debug!(key = %key, held_ms, "dropped lock released");
             }
-            (GiveBack::DroppedGuard { held_ms }, Ok(false)) => tracing::warn!(
+            (GiveBack::DroppedGuard { held_ms, .. }, Ok(false)) => tracing::warn!(
                 key = %key,
                 held_ms,
                 "lock overran: its lease ended before the dropped guard released it"

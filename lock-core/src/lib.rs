@@ -41,6 +41,10 @@
 //!   (feature `redis`) covers Redis and Redis Cluster.
 //! - [`registry`]: the application-wide manager, and every lock the binary
 //!   declares.
+//! - [`LockManager::list`] and the `locks` command (crate `lock-cli`): which
+//!   locks are held, by whom, for how long; `metrics` (feature `metrics`):
+//!   acquisitions, waits, hold times and lost leases, through the `metrics`
+//!   facade.
 //!
 //! # What goes wrong without this
 //!
@@ -97,6 +101,8 @@ mod holder;
 mod lease;
 mod lock;
 mod manager;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod options;
 pub mod registry;
 pub mod store;

@@ -85,6 +85,11 @@ pub struct LockOptions {
     pub shared: bool,
     /// What taking the lock does when somebody else holds it.
     pub contended: OnContended,
+    /// How metrics name the lock (the `lock` label, with the `metrics`
+    /// feature): `#[locked]` sets its name template (`"reports:{tenant}"`),
+    /// a runtime lock what [`Lock::label`](crate::Lock::label) gives. Never
+    /// the rendered name, so the number of series stays bounded.
+    pub label: Option<&'static str>,
 }
 
 impl LockOptions {
@@ -97,6 +102,7 @@ impl LockOptions {
         fenced: false,
         shared: false,
         contended: OnContended::ReturnNone,
+        label: None,
     };
 
     /// Refuses options that contradict each other, or that the manager's

@@ -24,6 +24,20 @@ pub use inventory;
 /// lock-core re-exports (`lock_core::locked`).
 pub const LOCK_MACROS_0_1: () = ();
 
+/// The metric updates one uncontended acquire+release makes, with no I/O:
+/// for the benchmark's "cost of metrics per pair" figure. `since` stands
+/// for the reading the acquire makes anyway.
+#[cfg(feature = "metrics")]
+pub fn metrics_of_one_pair(label: &'static str, store: &'static str, since: std::time::Instant) {
+    // What a pair adds: the labels, the updates, and two clock readings (the
+    // wait's end and the hold's end).
+    let since = tokio::time::Instant::from_std(since);
+    let labels = crate::metrics::Labels::of(Some(label), store);
+    crate::metrics::taken(labels);
+    crate::metrics::acquisition(labels, Some(true), since.elapsed());
+    crate::metrics::let_go(labels, since.elapsed());
+}
+
 /// The declared-lock record of one `#[locked]` function; `const` so it can
 /// live in a link-time registration.
 #[allow(clippy::too_many_arguments)]

@@ -62,6 +62,8 @@ where
         }
     };
     let Some(outcome) = outcome else {
+        #[cfg(feature = "metrics")]
+        crate::metrics::lost(guard.labels());
         let held = guard.held_for();
         tracing::error!(key = %key, held_ms = held.as_millis() as u64, "lock lease lost: cancelled the work");
         // The local deadline passes a clock margin before the store's, so the
@@ -137,7 +139,10 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
             extended = guard.extend(store_ttl(extension, &**store)) => extended,
         };
         match extended {
-            Ok(true) => {}
+            Ok(true) => {
+                #[cfg(feature = "metrics")]
+                crate::metrics::renewed(guard.labels());
+            }
             Ok(false) => {
                 lease.mark_lost();
                 return;
@@ -150,8 +155,11 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
     }
 }
 
-/// The ERROR a lost lease under [`OnLost::Continue`] is reported with.
+/// The ERROR (and the metric) a lost lease under [`OnLost::Continue`] is
+/// reported with.
 fn log_lost_and_continued(key: &str, guard: &LockGuard) {
+    #[cfg(feature = "metrics")]
+    crate::metrics::lost(guard.labels());
     tracing::error!(
         key = %key,
         held_ms = guard.held_for().as_millis() as u64,

@@ -376,8 +376,9 @@ fn duration_tokens(duration: Duration) -> TokenStream {
 }
 
 /// The `LockOptions` constant: the fields the attribute set, each from its
-/// kind in the key table, and the defaults for the rest.
-fn options_tokens(settings: &Settings, krate: &syn::Path) -> TokenStream {
+/// kind in the key table, the name template as the metrics label, and the
+/// defaults for the rest.
+fn options_tokens(settings: &Settings, template: &TokenStream, krate: &syn::Path) -> TokenStream {
     let fields = settings.options.iter().map(|(field, value)| {
         let field = Ident::new(field, Span::call_site());
         let value = match value {
@@ -401,6 +402,7 @@ fn options_tokens(settings: &Settings, krate: &syn::Path) -> TokenStream {
     quote! {
         #krate::LockOptions {
             #(#fields)*
+            label: ::core::option::Option::Some(#template),
             #rest
         }
     }
@@ -523,14 +525,14 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         Some(manager) => quote!(::core::option::Option::Some(#manager)),
         None => quote!(::core::option::Option::None),
     };
-    let options = options_tokens(settings, krate);
+    let (template, literal_name) = declared_name(&settings.name, &fn_name);
+    let options = options_tokens(settings, &template, krate);
     let version = format_ident!(
         "LOCK_MACROS_{}_{}",
         env!("CARGO_PKG_VERSION_MAJOR"),
         env!("CARGO_PKG_VERSION_MINOR")
     );
     let name = name_tokens(&settings.name, &fn_name, errors);
-    let (template, literal_name) = declared_name(&settings.name, &fn_name);
 
     let body_ty = body_type(&sig.output);
     // Spanned at the error type (or the alias), so a missing

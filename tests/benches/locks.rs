@@ -55,6 +55,8 @@ enum Target {
     RatioAtLeast(f64),
     /// value <= bound (absolute, in the row's unit)
     AtMost(f64),
+    /// value / baseline <= bound: for costs.
+    RatioAtMost(f64),
 }
 
 impl Row {
@@ -74,6 +76,7 @@ impl Row {
             None => "-".to_owned(),
             Some(Target::RatioAtLeast(bound)) => format!(">= {bound}x"),
             Some(Target::AtMost(bound)) => format!("<= {bound} {}", self.unit),
+            Some(Target::RatioAtMost(bound)) => format!("<= {bound}x"),
         }
     }
 
@@ -81,6 +84,7 @@ impl Row {
         self.target.map(|target| match target {
             Target::RatioAtLeast(bound) => self.ratio() >= bound,
             Target::AtMost(bound) => self.value <= bound,
+            Target::RatioAtMost(bound) => self.ratio() <= bound,
         })
     }
 
@@ -115,6 +119,9 @@ fn main() {
     }
     if wanted("memory-bytes") {
         memory_bytes_per_lock(&mut rows);
+    }
+    if wanted("memory-metrics") {
+        memory_metrics_cost(&mut rows);
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -268,6 +275,7 @@ fn format_value(value: f64, unit: &str) -> String {
     match unit {
         "pairs/s" | "sections/s" => format!("{value:.0}/s"),
         "us" => format!("{value:.1} us"),
+        "ns" => format!("{value:.1} ns"),
         "bytes" => format!("{value:.0} B"),
         _ => format!("{value:.3} {unit}"),
     }
@@ -427,6 +435,56 @@ fn memory_throughput(rows: &mut Vec<Row>) {
                 paired: rates.paired(0, 1),
             });
         }
+    });
+}
+
+/// What the `metrics` feature adds to a memory acquire+release when no
+/// recorder is installed: the pair's metric updates timed alone, against the
+/// pair itself (which makes them), in paired rounds on one thread.
+fn memory_metrics_cost(rows: &mut Vec<Row>) {
+    const PAIRS: u32 = 200_000;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let locks = LockManager::memory();
+    let lock = locks.lock("bench:metrics", TTL);
+    let pair_ns = || {
+        runtime.block_on(async {
+            let started = Instant::now();
+            for _ in 0..PAIRS {
+                let guard = lock.acquire().await.expect("acquire").expect("free");
+                guard.release().await.expect("release");
+            }
+            started.elapsed().as_nanos() as f64 / f64::from(PAIRS)
+        })
+    };
+    let updates_ns = || {
+        let started = Instant::now();
+        for _ in 0..PAIRS {
+            lock_core::__private::metrics_of_one_pair("bench:metrics", "memory", started);
+        }
+        started.elapsed().as_nanos() as f64 / f64::from(PAIRS)
+    };
+    pair_ns();
+    updates_ns();
+    let (mut pairs, mut updates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..9 {
+        let pair = pair_ns();
+        let update = updates_ns();
+        ratios.push(update / pair);
+        pairs.push(pair);
+        updates.push(update);
+    }
+    rows.push(Row {
+        section: "memory",
+        what: "metrics updates of one pair, no recorder installed".to_owned(),
+        value: median(updates),
+        unit: "ns",
+        baseline_name: "the acquire+release pair (1 task)".to_owned(),
+        baseline: median(pairs),
+        target: Some(Target::RatioAtMost(0.25)),
+        paired: Some(median(ratios)),
     });
 }
 

@@ -135,11 +135,17 @@ impl<'a> AcquireRequest<'a> {
     ///
     /// Mostly for store tests; [`Lock`](crate::Lock) builds these itself.
     pub fn new(key: &'a str, token: &'a str, ttl: Duration) -> Self {
+        AcquireRequest::sent_at(key, token, ttl, Instant::now())
+    }
+
+    /// A request sent at `sent`, which the caller read from the clock just
+    /// before (no second reading).
+    pub(crate) fn sent_at(key: &'a str, token: &'a str, ttl: Duration, sent: Instant) -> Self {
         AcquireRequest {
             key,
             token,
             ttl,
-            sent: Instant::now(),
+            sent,
             wake: false,
             fenced: false,
         }
