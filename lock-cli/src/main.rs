@@ -134,6 +134,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let secrets = secrets(&cli.url);
     let runtime = match tokio::runtime::Builder::new_current_thread()
