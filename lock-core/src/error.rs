@@ -116,6 +116,17 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// [`Lock::acquire`](crate::Lock::acquire) was called for a lock this
+    /// task already holds through [`run`](crate::Lock::run) or `#[locked]`:
+    /// waiting would be waiting for itself.
+    #[error(
+        "lock `{key}` is already held by this task (a `run` or `#[locked]` body it runs in); waiting for it would wait for itself: call the work directly, or use `run`, which runs re-entered work under the lease already held"
+    )]
+    Reentrant {
+        /// The key of the lock.
+        key: String,
+    },
+
     /// [`registry::install`](crate::registry::install) was called twice.
     #[error(
         "a default lock manager is already installed; install it once at startup, \

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lease::{Lease, local_deadline};
+use crate::lease::{Lease, LockId, local_deadline};
 use crate::lock::Labels;
 use crate::store::{store_ttl, validate_ttl};
 use crate::{LockStore, Result, token};
@@ -83,12 +83,13 @@ impl LockGuard {
     }
 
     /// The lease as locked work sees it ([`current`](crate::current)), for a
-    /// store TTL of `ttl`: made on first use, then kept up to date by this
-    /// guard's extends.
-    pub(crate) fn lease(&mut self, ttl: Duration) -> Lease {
+    /// store TTL of `ttl`, a lease of `lock`: made on first use, then kept
+    /// up to date by this guard's extends.
+    pub(crate) fn lease(&mut self, ttl: Duration, lock: LockId) -> Lease {
         let lease = self.lease.get_or_insert_with(|| {
             Lease::new(
                 Arc::clone(&self.key),
+                lock,
                 Arc::clone(&self.token),
                 self.fence,
                 local_deadline(self.started, ttl, &*self.store),

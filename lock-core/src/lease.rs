@@ -50,6 +50,11 @@ pub struct Lease {
 
 struct State {
     key: Arc<str>,
+    /// Which lock this lease is of: for re-entry (see [`Lock::run`](crate::Lock::run)).
+    lock: LockId,
+    /// The lease this task held when it took this one, if any: the chain
+    /// re-entry walks.
+    outer: Option<Lease>,
     token: Arc<str>,
     fence: Option<u64>,
     deadline: Mutex<Instant>,
@@ -66,9 +71,35 @@ pub fn current() -> Option<Lease> {
     CURRENT.try_with(Lease::clone).ok()
 }
 
+/// Which lock a lease is of: its manager's store (by address) and the
+/// lock's key (a semaphore's, not the permit's).
+#[derive(Clone)]
+pub(crate) struct LockId {
+    pub(crate) store: usize,
+    pub(crate) key: Arc<str>,
+}
+
+/// Whether this task runs under a lease of `lock`: inside its `run` or
+/// `#[locked]` body, at any depth of nesting.
+pub(crate) fn held_by_this_task(store: usize, key: &str) -> bool {
+    CURRENT
+        .try_with(|lease| {
+            let mut next = Some(lease);
+            while let Some(lease) = next {
+                if lease.state.lock.store == store && *lease.state.lock.key == *key {
+                    return true;
+                }
+                next = lease.state.outer.as_ref();
+            }
+            false
+        })
+        .unwrap_or(false)
+}
+
 impl Lease {
     pub(crate) fn new(
         key: Arc<str>,
+        lock: LockId,
         token: Arc<str>,
         fence: Option<u64>,
         deadline: Instant,
@@ -76,6 +107,8 @@ impl Lease {
         Lease {
             state: Arc::new(State {
                 key,
+                lock,
+                outer: current(),
                 token,
                 fence,
                 deadline: Mutex::new(deadline),

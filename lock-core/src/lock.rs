@@ -7,9 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::guard::{GiveBack, give_back};
+use crate::lease::{LockId, held_by_this_task};
 #[cfg(feature = "metrics")]
 pub(crate) use crate::metrics::Labels;
-use crate::store::{AcquireRequest, Attempt, store_ttl, validate_ttl};
+use crate::store::{AcquireRequest, Attempt, Wakeup, store_ttl, validate_ttl};
 use crate::{
     Error, Holder, LockGuard, LockManager, LockOptions, LockStore, OnContended, OnLost, Result,
     supervise, token,
@@ -164,6 +165,26 @@ impl Lock {
         self
     }
 
+    /// The same lock admitting `permits` holders at once: a semaphore. 1 is
+    /// a plain lock (the default).
+    ///
+    /// "At most 4 workers call the payment provider at once, across the
+    /// fleet": `manager.lock("payments", ttl).permits(4)`. Everything else
+    /// stays as for a lock: waiting, `run`, renewal, `max_hold`, `on_lost`,
+    /// `at_least`, release on drop. Each permit is a lease of its own under
+    /// the key `<key>#permit-<i>` (the first is the lock's own key); an
+    /// acquire tries them in a random rotation and takes the first free one,
+    /// and a waiter wakes on the release of any of them. So one acquire
+    /// costs one store round trip while a permit is free, and up to
+    /// `permits` when most are taken. [`fenced`](Lock::fenced) is refused
+    /// with more than one permit: a token orders the holders of one lease,
+    /// and a semaphore has several at once. Every process must use the same
+    /// count for a name (`registry::verify` checks declared locks).
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.options.permits = permits;
+        self
+    }
+
     /// The same lock, named `label` in metrics (the `lock` label, with the
     /// `metrics` feature; `"unlabelled"` when none is given).
     ///
@@ -196,6 +217,11 @@ impl Lock {
     ///   to [`OnContended::Error`];
     /// - [`Error::Store`] when the store fails.
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
+        if self.reentered() {
+            return Err(Error::Reentrant {
+                key: self.key.to_string(),
+            });
+        }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(Some(guard)),
             Outcome::Contended(remaining) => match self.options.contended {
@@ -241,76 +267,117 @@ impl Lock {
         let token = token::new_token();
         let store = self.manager.store();
         let ttl = store_ttl(self.ttl, &**store);
+        // One key per permit; a plain lock (one permit) is its own key.
+        let slots: Vec<Arc<str>>;
+        let slots: &[Arc<str>] = if self.options.permits > 1 {
+            slots = (0..self.options.permits)
+                .map(|slot| self.permit_key(slot))
+                .collect();
+            &slots
+        } else {
+            std::slice::from_ref(&self.key)
+        };
         let mut request = AcquireRequest::sent_at(&self.key, &token, ttl, started);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
         // `None`: a wait too long to represent, which is waiting for good.
         let deadline = started.checked_add(self.wait);
+        let mut wakeups: Vec<Wakeup> = Vec::new();
         loop {
-            // The store's clock starts the lease at or after `request.sent`,
-            // so deadlines counted from it are never later than the store's.
-            let attempt = match store.acquire_now(request) {
-                Some(attempt) => attempt?,
-                None => {
-                    // From the moment the request may reach the store until
-                    // its reply is read, a lease under `token` may exist that
-                    // only this future knows of: if the future is dropped
-                    // here, or the store fails, it is given back.
-                    let in_flight = InFlight::new(store, &self.key, &token);
-                    let attempt = store.acquire(request).await?;
-                    in_flight.landed();
-                    attempt
-                }
+            // The permits in a random rotation, so waiters spread over them
+            // instead of all trying the first.
+            let first = if slots.len() > 1 {
+                rand::random_range(0..slots.len())
+            } else {
+                0
             };
-            match attempt {
-                Attempt::Acquired { fence } => {
-                    tracing::debug!(
-                        key = %self.key,
-                        waited_us = started.elapsed().as_micros() as u64,
-                        ?fence,
-                        "lock acquired"
-                    );
-                    let sent = request.sent;
-                    let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
-                    return Ok(Outcome::Acquired(LockGuard::new(
-                        Arc::clone(store),
-                        Arc::clone(&self.key),
-                        token,
-                        fence,
-                        sent,
-                        hold_until,
-                        labels,
-                    )));
-                }
-                Attempt::Held { remaining, wakeup } => {
-                    let left = match deadline {
-                        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-                        None => Duration::MAX,
-                    };
-                    if left.is_zero() {
+            let mut shortest: Option<Duration> = None;
+            wakeups.clear();
+            for offset in 0..slots.len() {
+                let slot = &slots[(first + offset) % slots.len()];
+                let attempt = AcquireRequest {
+                    key: slot,
+                    ..request
+                };
+                // The store's clock starts the lease at or after
+                // `request.sent`, so deadlines counted from it are never
+                // later than the store's.
+                let attempt = match store.acquire_now(attempt) {
+                    Some(attempt) => attempt?,
+                    None => {
+                        // From the moment the request may reach the store
+                        // until its reply is read, a lease under `token` may
+                        // exist that only this future knows of: if the future
+                        // is dropped here, or the store fails, it is given back.
+                        let in_flight = InFlight::new(store, slot, &token);
+                        let attempt = store.acquire(attempt).await?;
+                        in_flight.landed();
+                        attempt
+                    }
+                };
+                match attempt {
+                    Attempt::Acquired { fence } => {
                         tracing::debug!(
-                            key = %self.key,
+                            key = %slot,
                             waited_us = started.elapsed().as_micros() as u64,
-                            holder_remaining_ms = remaining.map(|d| d.as_millis() as u64),
-                            "lock contended"
+                            ?fence,
+                            "lock acquired"
                         );
-                        return Ok(Outcome::Contended(remaining));
+                        let sent = request.sent;
+                        let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
+                        return Ok(Outcome::Acquired(LockGuard::new(
+                            Arc::clone(store),
+                            Arc::clone(slot),
+                            token,
+                            fence,
+                            sent,
+                            hold_until,
+                            labels,
+                        )));
                     }
-                    // A store reports the remaining TTL whenever we wait; if
-                    // one does not, our own TTL bounds the holder's.
-                    let nap = nap_until_expiry(remaining.unwrap_or(self.ttl)).min(left);
-                    match wakeup {
-                        Some(wakeup) => {
-                            tokio::select! {
-                                () = wakeup => {}
-                                () = tokio::time::sleep(nap) => {}
-                            }
+                    Attempt::Held { remaining, wakeup } => {
+                        if let Some(remaining) = remaining {
+                            shortest = Some(shortest.map_or(remaining, |s| s.min(remaining)));
                         }
-                        None => tokio::time::sleep(nap).await,
+                        wakeups.extend(wakeup);
                     }
-                    request.sent = Instant::now();
                 }
             }
+            let left = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                None => Duration::MAX,
+            };
+            if left.is_zero() {
+                tracing::debug!(
+                    key = %self.key,
+                    waited_us = started.elapsed().as_micros() as u64,
+                    holder_remaining_ms = shortest.map(|d| d.as_millis() as u64),
+                    "lock contended"
+                );
+                return Ok(Outcome::Contended(shortest));
+            }
+            // A store reports the remaining TTL whenever we wait; if one
+            // does not, our own TTL bounds the holder's.
+            let nap = nap_until_expiry(shortest.unwrap_or(self.ttl)).min(left);
+            if wakeups.is_empty() {
+                tokio::time::sleep(nap).await;
+            } else {
+                tokio::select! {
+                    () = any_of(&mut wakeups) => {}
+                    () = tokio::time::sleep(nap) => {}
+                }
+            }
+            request.sent = Instant::now();
+        }
+    }
+
+    /// The store key of permit `slot`: the lock's own key for the first,
+    /// the key followed by `#permit-<slot>` for the others.
+    fn permit_key(&self, slot: u32) -> Arc<str> {
+        if slot == 0 {
+            Arc::clone(&self.key)
+        } else {
+            Arc::from(format!("{}#permit-{slot}", self.key))
         }
     }
 
@@ -331,6 +398,18 @@ impl Lock {
     ///
     /// The work is boxed once, when `run` is called, so this future stays
     /// small however large the work's own future is.
+    ///
+    /// # Re-entry
+    ///
+    /// Called from work that already runs under this lock (the same name on
+    /// the same manager: a `#[locked]` function calling itself, or another
+    /// locked on that name), `run` never waits for itself: the work runs
+    /// at once under the lease already held, taking and giving back
+    /// nothing, and its value comes back as `Ok(Some(value))`. The outer
+    /// lease's options (renewal, `on_lost`) keep governing it. This holds
+    /// across `.await` points; a task spawned from the work is another
+    /// holder and waits like anyone else. [`acquire`](Lock::acquire), whose
+    /// guard would be a second lease, returns [`Error::Reentrant`] there.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
@@ -363,6 +442,12 @@ impl Lock {
         W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
+        if self.reentered() {
+            // This task holds the lock already: the work runs under that
+            // lease, neither taking nor giving back another.
+            tracing::debug!(key = %self.key, "lock re-entered: the work runs under the lease this task holds");
+            return work.await.map(Some);
+        }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await.map(Some),
             Outcome::Contended(remaining) => match self.options.contended {
@@ -408,13 +493,18 @@ impl Lock {
         W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
+        if self.reentered() {
+            tracing::debug!(key = %self.key, "lock re-entered: the work runs under the lease this task holds");
+            return work.await;
+        }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await,
             Outcome::Contended(remaining) => Err(E::from(self.contended(remaining))),
         }
     }
 
-    /// Removes the lease whoever holds it. `Ok(true)` if there was one.
+    /// Removes the lease whoever holds it (every permit's, for a
+    /// semaphore). `Ok(true)` if there was one.
     ///
     /// For operators and tests: the holder is not told, and its work goes on
     /// alongside whoever takes the lock next.
@@ -425,7 +515,29 @@ impl Lock {
     /// store fails.
     pub async fn force_release(&self) -> Result<bool> {
         self.validate_name()?;
-        self.manager.store().force_release(&self.key).await
+        let store = self.manager.store();
+        let mut released = false;
+        for slot in 0..self.options.permits.max(1) {
+            released |= store.force_release(&self.permit_key(slot)).await?;
+        }
+        Ok(released)
+    }
+
+    /// Every current holder: one for a held lock, up to
+    /// [`permits`](Lock::permits) for a semaphore, none when free.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// store fails.
+    pub async fn holders(&self) -> Result<Vec<Holder>> {
+        self.validate_name()?;
+        let store = self.manager.store();
+        let mut holders = Vec::new();
+        for slot in 0..self.options.permits.max(1) {
+            holders.extend(store.holder(&self.permit_key(slot)).await?);
+        }
+        Ok(holders)
     }
 
     /// Whether anybody holds the lock right now.
@@ -437,15 +549,38 @@ impl Lock {
         Ok(self.holder().await?.is_some())
     }
 
-    /// Who holds the lock right now, and for how much longer.
+    /// Who holds the lock right now, and for how much longer. For a
+    /// semaphore, the first holder found ([`holders`](Lock::holders) lists
+    /// them all).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
     /// store fails.
     pub async fn holder(&self) -> Result<Option<Holder>> {
+        if self.options.permits > 1 {
+            return Ok(self.holders().await?.into_iter().next());
+        }
         self.validate_name()?;
         self.manager.store().holder(&self.key).await
+    }
+
+    /// Which lock this is, for re-entry: its manager's store and its key.
+    pub(crate) fn id(&self) -> LockId {
+        LockId {
+            store: self.store_id(),
+            key: Arc::clone(&self.key),
+        }
+    }
+
+    /// The manager's store, by address: one store, one lock namespace.
+    fn store_id(&self) -> usize {
+        Arc::as_ptr(self.manager.store()).cast::<()>() as usize
+    }
+
+    /// Whether this task already runs under this lock's lease.
+    fn reentered(&self) -> bool {
+        held_by_this_task(self.store_id(), &self.key)
     }
 
     /// The store key: the manager's prefix followed by the name.
@@ -546,6 +681,19 @@ impl Drop for InFlight<'_> {
             );
         }
     }
+}
+
+/// Resolves when any of `wakeups` does.
+async fn any_of(wakeups: &mut [Wakeup]) {
+    std::future::poll_fn(|cx| {
+        for wakeup in wakeups.iter_mut() {
+            if std::pin::Pin::new(wakeup).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
 }
 
 /// How long to sleep when the holder's lease has `remaining` left and no

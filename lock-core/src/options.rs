@@ -85,6 +85,9 @@ pub struct LockOptions {
     pub shared: bool,
     /// What taking the lock does when somebody else holds it.
     pub contended: OnContended,
+    /// How many holders the lock admits at once: 1 (the default) is a lock,
+    /// more make it a semaphore ([`Lock::permits`](crate::Lock::permits)).
+    pub permits: u32,
     /// How metrics name the lock (the `lock` label, with the `metrics`
     /// feature): `#[locked]` sets its name template (`"reports:{tenant}"`),
     /// a runtime lock what [`Lock::label`](crate::Lock::label) gives. Never
@@ -102,6 +105,7 @@ impl LockOptions {
         fenced: false,
         shared: false,
         contended: OnContended::ReturnNone,
+        permits: 1,
         label: None,
     };
 
@@ -127,6 +131,20 @@ impl LockOptions {
             return invalid(format!(
                 "at_least ({at_least:?}) is longer than the ttl ({ttl:?}), so the claim could not \
                  stand that long; raise the ttl to at least {at_least:?}"
+            ));
+        }
+        if self.permits == 0 {
+            return invalid(
+                "permits(0) admits nobody; give how many may hold the lock at once, at least 1"
+                    .to_owned(),
+            );
+        }
+        if self.fenced && self.permits > 1 {
+            return invalid(format!(
+                "fencing tokens order the holders of one lease, and {} permits are held at once, \
+                 so a token could not tell a stale holder from a current one; drop fenced() or \
+                 use permits(1)",
+                self.permits
             ));
         }
         if self.fenced && !manager.store().fencing() {

@@ -282,9 +282,19 @@ mod tests {
             let inner = run_plain(lock_for_call(), async {
                 let lease = crate::current().expect("the body sees its lease");
                 let held = locks.lock("jobs", TTL).is_held().await.expect("memory");
+                // The same task again: re-entry runs under this lease.
                 let again = run_plain(lock_for_call(), async { "ran twice" })
                     .await
                     .expect("memory");
+                // Another task is another holder: told it is held.
+                let other = locks.lock("jobs", TTL);
+                let elsewhere = tokio::spawn(async move {
+                    other.run(async { Ok::<_, Error>("ran elsewhere") }).await
+                })
+                .await
+                .expect("task")
+                .expect("memory");
+                assert_eq!(elsewhere, None, "a second caller is told it is held");
                 (lease.key().to_owned(), held, again)
             })
             .await
@@ -292,7 +302,11 @@ mod tests {
             .expect("nobody holds it");
             assert_eq!(inner.0, "lock:jobs", "the lease is this lock's");
             assert!(inner.1, "the lock is taken in the override manager");
-            assert_eq!(inner.2, None, "a second caller is told it is held");
+            assert_eq!(
+                inner.2,
+                Some("ran twice"),
+                "re-entered, not waiting for itself"
+            );
             assert!(
                 !locks.lock("jobs", TTL).is_held().await.expect("memory"),
                 "released after the body"

@@ -30,7 +30,7 @@ where
 {
     let options = lock.options();
     let key = lock.key();
-    let lease = guard.lease(store_ttl(lock.ttl(), &**lock.manager().store()));
+    let lease = guard.lease(store_ttl(lock.ttl(), &**lock.manager().store()), lock.id());
     let outcome = {
         let mut work = std::pin::pin!(lease.scope(work));
         // Only renewal and cancellation need a watcher running beside the

@@ -15,7 +15,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::Parser;
-use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
+use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Token};
 
 use crate::Errors;
 
@@ -30,6 +30,8 @@ pub(crate) enum Kind {
     Flag,
     /// One of a few words, each standing for a value in lock-core.
     Choice(&'static [Choice]),
+    /// A positive integer literal (`permits = 4`).
+    Count,
 }
 
 /// One word a [`Kind::Choice`] key accepts.
@@ -156,6 +158,12 @@ pub(crate) const KEYS: &[Key] = &[
         option: true,
     },
     Key {
+        name: "permits",
+        kind: Kind::Count,
+        example: "4",
+        option: true,
+    },
+    Key {
         name: "crate",
         kind: Kind::Text,
         example: "\"my_lock_core\"",
@@ -171,10 +179,11 @@ pub(crate) fn key(name: &str) -> &'static Key {
         .unwrap_or_else(|| unreachable!("`{name}` is not in the key table"))
 }
 
-/// A value as written: a string literal, or a flag's ident.
+/// A value as written: a string literal, a flag's ident, or an integer.
 pub(crate) enum Value {
     Text(LitStr),
     Flag(Ident),
+    Count(LitInt),
 }
 
 /// The attribute's arguments as written, each against its table row.
@@ -218,6 +227,10 @@ impl Args {
                     }
                     Value::Flag(ident.clone())
                 }
+                Kind::Count => match count_value(&meta, key, &ident, errors)? {
+                    Some(count) => Value::Count(count),
+                    None => return Ok(()),
+                },
                 _ => match string_value(&meta, key, &ident, errors)? {
                     Some(text) => Value::Text(text),
                     None => return Ok(()),
@@ -329,6 +342,48 @@ fn string_value(
     errors.push(syn::Error::new_spanned(
         value,
         format!("`{key}` takes a string literal: write {hint}"),
+    ));
+    Ok(None)
+}
+
+/// Reads `= 4` after a key. `Ok(None)` (with the problem recorded) when the
+/// value is missing or not an integer literal; `Err` only when the input is
+/// too malformed to go on.
+fn count_value(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    row: &Key,
+    key: &Ident,
+    errors: &mut Errors,
+) -> syn::Result<Option<LitInt>> {
+    if !meta.input.peek(Token![=]) {
+        errors.push(syn::Error::new(
+            key.span(),
+            format!("`{key}` needs a value: write `{key} = {}`", row.example),
+        ));
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let value: Expr = meta.value()?.parse()?;
+    let hint = match &value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(count),
+            ..
+        }) => return Ok(Some(count.clone())),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => match text.value().trim().parse::<u64>() {
+            Ok(count) => format!("write `{key} = {count}`, without quotes"),
+            Err(_) => format!("write `{key} = {}`", row.example),
+        },
+        _ => format!(
+            "write the number itself, like `{key} = {}` (a constant or expression cannot be read at compile time)",
+            row.example
+        ),
+    };
+    errors.push(syn::Error::new_spanned(
+        value,
+        format!("`{key}` takes a positive integer literal: {hint}"),
     ));
     Ok(None)
 }
@@ -564,6 +619,11 @@ mod tests {
                         assert!(choice.path.contains("::"), "`{}`: path", choice.word);
                     }
                 }
+                Kind::Count => assert!(
+                    row.example.parse::<u32>().is_ok_and(|n| n > 0),
+                    "`{}` needs a positive number as its example",
+                    row.name
+                ),
                 _ => assert!(
                     row.example.starts_with('"'),
                     "`{}` needs a quoted example",

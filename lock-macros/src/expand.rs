@@ -387,6 +387,7 @@ fn options_tokens(settings: &Settings, template: &TokenStream, krate: &syn::Path
                 let duration = duration_tokens(*duration);
                 quote!(::core::option::Option::Some(#duration))
             }
+            Checked::Count(count) => quote!(#count),
             Checked::Choice(choice, _) => {
                 let path: syn::Path = syn::parse_str(choice.path)
                     .unwrap_or_else(|_| unreachable!("the key table's paths parse"));

@@ -206,6 +206,29 @@ use proc_macro::TokenStream;
 /// # Ok(()) }
 /// ```
 ///
+/// ## `permits` (optional)
+///
+/// `permits = 4` lets four calls hold the lock at once, fleet-wide: a
+/// semaphore ([`Lock::permits`](struct.Lock.html#method.permits)). A positive
+/// integer literal; 1, the default, is a plain lock. It cannot be combined
+/// with `fenced`. [`lock_core::registry::verify`](registry/fn.verify.html)
+/// reports one name declared with different counts.
+///
+/// ```
+/// # use lock_core::locked;
+/// #[locked(name = "payments-provider", ttl = "30s", wait = "10s", permits = 4)]
+/// async fn call_provider(order: u64) -> Result<u64, lock_core::Error> {
+///     Ok(order)
+/// }
+/// ```
+///
+/// # Re-entry
+///
+/// A locked function that calls itself, or another function locked on the
+/// same name and manager, does not wait for itself: the inner call runs its
+/// body under the lease the outer one holds, and returns `Ok(Some(..))`.
+/// Tasks it spawns are other holders and wait like anyone else.
+///
 /// # Durations
 ///
 /// `ttl`, `wait`, `max_hold` and `at_least` take one or more `<whole number><unit>` groups, added

@@ -37,6 +37,8 @@ pub(crate) enum Checked {
     Duration(Duration),
     /// One of the key's words, with the literal for spans.
     Choice(&'static Choice, LitStr),
+    /// A positive count.
+    Count(u32),
 }
 
 impl Settings {
@@ -195,8 +197,44 @@ fn options(
                     }
                 }
             }
+            (Kind::Count, Value::Count(count)) => match count.base10_parse::<u32>() {
+                Ok(0) => {
+                    errors.push(syn::Error::new(
+                        count.span(),
+                        format!(
+                            "`{} = 0` admits nobody: give how many may hold the lock at once, like `{} = 4` (1 is a plain lock)",
+                            row.name, row.name
+                        ),
+                    ));
+                    None
+                }
+                Ok(n) => Some(Checked::Count(n)),
+                Err(_) => {
+                    errors.push(syn::Error::new(
+                        count.span(),
+                        format!(
+                            "`{}` must be a positive whole number up to {}, like `{} = 4`",
+                            row.name,
+                            u32::MAX,
+                            row.name
+                        ),
+                    ));
+                    None
+                }
+            },
             _ => None,
         };
+        if let (Some(Checked::Count(permits)), Some(fenced)) = (&checked, args.flag("fenced")) {
+            if *permits > 1 {
+                errors.push(syn::Error::new(
+                    fenced.span(),
+                    format!(
+                        "`fenced` orders the holders of one lease, and `permits = {permits}` lets {permits} hold it at once, so a fencing token could not tell a stale holder from a current one: drop `fenced`, or `permits`"
+                    ),
+                ));
+                continue;
+            }
+        }
         if let (Some(Checked::Duration(at_least)), Some(ttl), Value::Text(text)) =
             (&checked, ttl, value)
         {

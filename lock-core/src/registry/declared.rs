@@ -109,7 +109,8 @@ pub fn declared() -> Vec<&'static DeclaredLock> {
 ///
 /// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
 /// installed; one literal lock name declared with different TTLs (one
-/// problem per name, listing every declaration); a `shared` function whose
+/// problem per name, listing every declaration); one name declared with
+/// different `permits`; a `shared` function whose
 /// manager is not [shared](crate::LockManager::is_shared).
 ///
 /// Every check looks at the manager a call would use at this moment: the
@@ -178,6 +179,29 @@ fn problems_in(
             });
         }
     }
+    // One name (as written, templates too) declared with more than one
+    // permit count: the processes would disagree on how many may hold it.
+    let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+    for first in declared {
+        if seen.contains(&(first.name, first.manager)) {
+            continue;
+        }
+        seen.push((first.name, first.manager));
+        let same: Vec<&'static DeclaredLock> = declared
+            .iter()
+            .copied()
+            .filter(|other| other.name == first.name && other.manager == first.manager)
+            .collect();
+        if same
+            .iter()
+            .any(|other| other.options.permits != first.options.permits)
+        {
+            problems.push(Problem::ConflictingPermits {
+                name: first.name,
+                declarations: same,
+            });
+        }
+    }
     problems
 }
 
@@ -202,6 +226,15 @@ pub enum Problem {
     /// one runs.
     ConflictingTtl {
         /// The lock name.
+        name: &'static str,
+        /// Every declaration of that name on that manager, by file and line.
+        declarations: Vec<&'static DeclaredLock>,
+    },
+    /// Several functions declare the same lock name (on the same manager)
+    /// with different `permits`, so how many may hold it at once depends
+    /// on which one runs.
+    ConflictingPermits {
+        /// The lock name, as written.
         name: &'static str,
         /// Every declaration of that name on that manager, by file and line.
         declarations: Vec<&'static DeclaredLock>,
@@ -252,6 +285,20 @@ impl std::fmt::Display for Problem {
                 write!(
                     f,
                     " one lock needs one ttl: make them equal, or give the locks different names"
+                )
+            }
+            Problem::ConflictingPermits { name, declarations } => {
+                write!(f, "the lock `{name}` is declared with different permits:")?;
+                for lock in declarations {
+                    write!(
+                        f,
+                        " {} in `{}` ({}:{});",
+                        lock.options.permits, lock.function, lock.file, lock.line
+                    )?;
+                }
+                write!(
+                    f,
+                    " one lock admits one number of holders: make them equal, or give the locks different names"
                 )
             }
         }
@@ -402,6 +449,38 @@ mod tests {
         }
     }
 
+    // Processes running different functions on one name must agree on how
+    // many may hold it; templates count too, and other names are left alone.
+    #[test]
+    fn one_name_declared_with_different_permits_is_one_problem() {
+        let with_permits = |function: &'static str, permits: u32| -> &'static DeclaredLock {
+            Box::leak(Box::new(DeclaredLock {
+                options: LockOptions {
+                    permits,
+                    ..LockOptions::DEFAULT
+                },
+                ..*leak(None, function, 10, None)
+            }))
+        };
+        let declared = [
+            with_permits("app::a", 3),
+            with_permits("app::b", 4),
+            leak(Some("other"), "app::c", 10, None),
+        ];
+        let problems = problems_in(&declared, &|_| true, &all_shared);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(matches!(problems[0], Problem::ConflictingPermits { .. }));
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("jobs:{id}")
+                && text.contains(" 3 in `app::a`")
+                && text.contains(" 4 in `app::b`"),
+            "names the lock and both counts: {text}"
+        );
+        let agreeing = [with_permits("app::a", 3), with_permits("app::b", 3)];
+        assert!(problems_in(&agreeing, &|_| true, &all_shared).is_empty());
+    }
+
     // Agreeing declarations must not be flagged, or verify becomes noise.
     #[test]
     fn agreeing_declarations_are_no_problem() {
@@ -439,7 +518,8 @@ mod tests {
                 Problem::NotShared { lock } | Problem::ManagerNotInstalled { lock } => {
                     lock.function
                 }
-                Problem::ConflictingTtl { declarations, .. } => declarations[0].function,
+                Problem::ConflictingTtl { declarations, .. }
+                | Problem::ConflictingPermits { declarations, .. } => declarations[0].function,
             })
             .collect();
         assert_eq!(
