@@ -714,3 +714,69 @@ async fn listing_a_cluster_walks_every_primary_past_its_first_batch() {
     // About 1,700 per primary of three: each needs a second SCAN batch.
     listing_finds_every_lock_past_one_scan_batch(locks, 5000).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_of_3_admits_exactly_3_holders_across_4_processes() {
+    // 4 processes x 8 tasks take one of 3 permits, 10 times each, and count
+    // themselves in Redis while they hold it: the highest count seen is the
+    // most holders at once, fleet-wide. Exactly 3: never 4 (exclusion), and
+    // 3 reached (the permits are all used under load).
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    const PROCESSES: usize = 4;
+    const TASKS: usize = 8;
+    const ROUNDS: usize = 10;
+    let prefix = unique("semaphore");
+    let count = format!("{prefix}holders");
+    let started = Instant::now();
+    let mut children = Children(
+        (0..PROCESSES)
+            .map(|_| {
+                child(&[
+                    "semaphore",
+                    &url,
+                    &prefix,
+                    "payments",
+                    "3",
+                    &count,
+                    &TASKS.to_string(),
+                    &ROUNDS.to_string(),
+                ])
+            })
+            .collect(),
+    );
+    let lines = reports(&mut children, Duration::from_secs(180));
+    let mut total = 0;
+    for line in &lines {
+        let mut fields = line
+            .strip_prefix("done ")
+            .unwrap_or_else(|| panic!("a process failed: {line}"))
+            .split(' ')
+            .map(|field| field.parse::<usize>().expect("a count"));
+        let (done, fewest) = (fields.next().expect("done"), fields.next().expect("fewest"));
+        assert_eq!(
+            fewest, ROUNDS,
+            "every task of every process got all its permits"
+        );
+        total += done;
+    }
+    let mut data = data_connection(&url).await;
+    let most: u64 = data
+        .get(format!("{count}:max"))
+        .await
+        .expect("read the highest count");
+    let now: i64 = data.get(&count).await.expect("read the count");
+    println!(
+        "semaphore of 3 across {PROCESSES} processes x {TASKS} tasks x {ROUNDS} rounds: \
+         most holders at once = {most}, acquisitions = {total} ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(total, PROCESSES * TASKS * ROUNDS);
+    assert_eq!(most, 3, "the most holders seen at once");
+    assert_eq!(now, 0, "everyone left");
+    let _: () = data
+        .del(&[count.clone(), format!("{count}:max")])
+        .await
+        .expect("clean up");
+}

@@ -5,6 +5,11 @@
 //!     Runs <tasks> tasks; each takes the lock <rounds> times and, under it,
 //!     increments <counter-key> by GET then SET (deliberately not INCR, so an
 //!     exclusion failure loses updates). Prints `done <increments>`.
+//! lock-child semaphore <redis-url> <prefix> <lock-name> <permits> <count-key> <tasks> <rounds>
+//!     Runs <tasks> tasks; each takes one of <permits> permits <rounds> times
+//!     and, holding it, counts itself in <count-key> (INCR, a pause, DECR),
+//!     raising `<count-key>:max` to the highest count seen. Prints
+//!     `done <acquisitions> <fewest by one task>`.
 //! lock-child fence <redis-url> <prefix> <lock-name> <list-key> <count>
 //!     Takes the fenced lock <count> times in a row and, under it, appends
 //!     the fencing token to <list-key> (RPUSH), so the list holds every
@@ -77,6 +82,12 @@ async fn run(args: &[String]) -> Result<String, String> {
             let tasks: usize = tasks.parse().map_err(|e| format!("tasks: {e}"))?;
             let rounds: usize = rounds.parse().map_err(|e| format!("rounds: {e}"))?;
             contend(url, prefix, name, counter, tasks, rounds).await
+        }
+        [mode, url, prefix, name, permits, count, tasks, rounds] if mode == "semaphore" => {
+            let permits: u32 = permits.parse().map_err(|e| format!("permits: {e}"))?;
+            let tasks: usize = tasks.parse().map_err(|e| format!("tasks: {e}"))?;
+            let rounds: usize = rounds.parse().map_err(|e| format!("rounds: {e}"))?;
+            semaphore(url, prefix, name, permits, count, tasks, rounds).await
         }
         [mode, url, prefix, name, list, count] if mode == "fence" => {
             let count: usize = count.parse().map_err(|e| format!("count: {e}"))?;
@@ -310,6 +321,68 @@ async fn contend(
         total += worker.await.map_err(|e| format!("task: {e}"))??;
     }
     Ok(format!("done {total}"))
+}
+
+/// Counts the holders of a semaphore across processes: INCR on entry (and
+/// the highest count seen kept at `<count>:max`), DECR on the way out, both
+/// while holding a permit, so the count never exceeds the holders.
+async fn semaphore(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    permits: u32,
+    count: &str,
+    tasks: usize,
+    rounds: usize,
+) -> Result<String, String> {
+    const ENTER: &str = "local now = redis.call('INCR', KEYS[1]) \
+        if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end \
+        return now";
+    let locks = manager(url, prefix).await?;
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let data = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("data connection: {e}"))?;
+    let enter = redis::Script::new(ENTER);
+    let workers = (0..tasks).map(|_| {
+        let lock = locks.lock(name, TTL).permits(permits).wait_for(WAIT);
+        let mut data = data.clone();
+        let count = count.to_owned();
+        let max = format!("{count}:max");
+        let enter = enter.clone();
+        tokio::spawn(async move {
+            let mut done = 0usize;
+            for _ in 0..rounds {
+                let ran = lock
+                    .run(async {
+                        let _: u64 = enter
+                            .key(&count)
+                            .key(&max)
+                            .invoke_async(&mut data)
+                            .await
+                            .map_err(fail)?;
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        let _: i64 = data.decr(&count, 1).await.map_err(fail)?;
+                        Ok::<_, lock_core::Error>(())
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if ran.is_none() {
+                    return Err(format!("waited {WAIT:?} for a permit without getting one"));
+                }
+                done += 1;
+            }
+            Ok::<usize, String>(done)
+        })
+    });
+    let (mut total, mut fewest) = (0, usize::MAX);
+    for worker in workers.collect::<Vec<_>>() {
+        let done = worker.await.map_err(|e| format!("task: {e}"))??;
+        total += done;
+        fewest = fewest.min(done);
+    }
+    Ok(format!("done {total} {fewest}"))
 }
 
 async fn fence(
