@@ -674,30 +674,50 @@ fn push_handoff(
 /// Completed critical sections per second with 64 tasks on one lock, each
 /// waiting for its turn.
 async fn contention(locks: &LockManager) -> f64 {
+    contention_with(locks, 1, Duration::ZERO).await.0
+}
+
+/// Completed critical sections per second with 64 tasks on one lock of
+/// `permits` (waiting for it), each section holding it for `hold`; and how
+/// many sections each task completed.
+async fn contention_with(locks: &LockManager, permits: u32, hold: Duration) -> (f64, Vec<u64>) {
     let name = format!("bench:contended:{}", rand::random::<u32>());
-    let lock = locks.lock(name, TTL).wait_for(Duration::from_secs(60));
-    let done = Arc::new(AtomicU64::new(0));
+    let lock = locks
+        .lock(name, TTL)
+        .permits(permits)
+        .wait_for(Duration::from_secs(60));
     let span = Duration::from_secs(3);
     let started = Instant::now();
     let deadline = started + span;
     let workers: Vec<_> = (0..64)
         .map(|_| {
             let lock = lock.clone();
-            let done = Arc::clone(&done);
             tokio::spawn(async move {
+                let mut done = 0_u64;
                 while Instant::now() < deadline {
-                    let ran = lock.run(async { Ok::<_, Error>(()) }).await.expect("run");
+                    let ran = lock
+                        .run(async {
+                            if !hold.is_zero() {
+                                tokio::time::sleep(hold).await;
+                            }
+                            Ok::<_, Error>(())
+                        })
+                        .await
+                        .expect("run");
                     if ran.is_some() {
-                        done.fetch_add(1, Ordering::Relaxed);
+                        done += 1;
                     }
                 }
+                done
             })
         })
         .collect();
+    let mut per_task = Vec::with_capacity(workers.len());
     for worker in workers {
-        worker.await.expect("contender");
+        per_task.push(worker.await.expect("contender"));
     }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    let total: u64 = per_task.iter().sum();
+    (total as f64 / started.elapsed().as_secs_f64(), per_task)
 }
 
 // ---------------------------------------------------------------- redis
@@ -1077,4 +1097,36 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
         target: None,
         paired: None,
     });
+    // A semaphore of 4 against the single lock, 64 tasks each holding it
+    // for 2 ms per section: throughput, and how evenly the tasks were served.
+    let hold = Duration::from_millis(2);
+    let (single, single_tasks) = contention_with(&locks, 1, hold).await;
+    let (semaphore, semaphore_tasks) = contention_with(&locks, 4, hold).await;
+    rows.push(Row {
+        section: "redis",
+        what: "64 tasks on a semaphore of 4, 2 ms sections".to_owned(),
+        value: semaphore,
+        unit: "sections/s",
+        baseline_name: "the same on one lock".to_owned(),
+        baseline: single,
+        target: None,
+        paired: None,
+    });
+    for (what, per_task) in [
+        ("semaphore of 4", semaphore_tasks),
+        ("one lock", single_tasks),
+    ] {
+        let fewest = per_task.iter().copied().min().unwrap_or(0);
+        let most = per_task.iter().copied().max().unwrap_or(0);
+        rows.push(Row {
+            section: "redis",
+            what: format!("fairness on the {what}: fewest sections of a task"),
+            value: fewest as f64,
+            unit: "sections",
+            baseline_name: "most sections of a task".to_owned(),
+            baseline: most as f64,
+            target: None,
+            paired: None,
+        });
+    }
 }
