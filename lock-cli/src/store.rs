@@ -11,10 +11,27 @@ pub(crate) const SCHEMES: &str = "redis://, rediss://, redis+cluster:// (or seve
 /// Store settings the command line can change.
 pub(crate) struct Settings {
     /// Each call's time bound.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "memcached",
+            feature = "postgres",
+            feature = "etcd"
+        )),
+        expect(dead_code, reason = "read by the stores this build has")
+    )]
     pub(crate) timeout: Duration,
     /// PostgreSQL: the schema of the lease table, when the application set one.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "read by the PostgreSQL store")
+    )]
     pub(crate) pg_schema: Option<String>,
     /// PostgreSQL: the lease table's name, when the application changed it.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "read by the PostgreSQL store")
+    )]
     pub(crate) pg_table: Option<String>,
 }
 
