@@ -196,7 +196,7 @@ impl LockGuard {
         Ok(holder.is_some_and(|holder| holder.token() == &*self.token))
     }
 
-    /// The owner token: 128 random bits and `host:pid`, the proof of
+    /// The owner token: 128 bits (this process's secret plus a count) and `host:pid`, the proof of
     /// ownership the store checks on release and extend. Compare it with
     /// [`Holder::token`](crate::Holder::token); do not publish it.
     pub fn token(&self) -> &str {
