@@ -18,6 +18,10 @@
 //!   removes the lease only if the token still matches, and says whether it
 //!   did. A release after the lease expired and moved on never touches the new
 //!   holder's lease.
+//! - **Owner tokens** (`AcquireRequest::token`) come from the runtime: unique
+//!   per acquisition, and not producible by another process without reading
+//!   one from a store (a per-process 128-bit secret plus a count, then
+//!   `@host:pid`). A store keeps the token as given and compares it whole.
 //! - **Extend is one atomic compare-and-expire**: it resets the TTL only if the
 //!   token still matches. Never read-then-write: between the two, the lease can
 //!   expire and pass to someone else.
