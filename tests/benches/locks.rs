@@ -552,6 +552,49 @@ async fn memory_handoff(rows: &mut Vec<Row>) {
         &polling,
         Some(50.0),
     );
+    // The runtime's own floor: the same harness with a tokio Mutex, rounds
+    // alternating between the two so both see the same machine.
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for round in 0..500 {
+        if round % 2 == 0 {
+            ours.extend(handoff(&locks, 1, Duration::from_millis(1)).await);
+            floor.push(tokio_mutex_handoff(Duration::from_millis(1)).await);
+        } else {
+            floor.push(tokio_mutex_handoff(Duration::from_millis(1)).await);
+            ours.extend(handoff(&locks, 1, Duration::from_millis(1)).await);
+        }
+    }
+    ours.sort();
+    floor.sort();
+    rows.push(Row {
+        section: "memory",
+        what: format!("handoff p50 against the runtime's floor ({} rounds, 2 workers)", ours.len()),
+        value: percentile(&ours, 0.5),
+        unit: "us",
+        baseline_name: "tokio::sync::Mutex handoff p50".to_owned(),
+        baseline: percentile(&floor, 0.5),
+        target: Some(Target::RatioAtMost(1.3)),
+        paired: None,
+    });
+}
+
+/// One handoff through a `tokio::sync::Mutex`, timed as [`handoff`] times
+/// ours: from the holder letting go to the waiting task holding it.
+async fn tokio_mutex_handoff(settle: Duration) -> Duration {
+    let mutex = Arc::new(tokio::sync::Mutex::new(()));
+    let holder = Arc::clone(&mutex).lock_owned().await;
+    let waiter = {
+        let mutex = Arc::clone(&mutex);
+        tokio::spawn(async move {
+            let guard = mutex.lock_owned().await;
+            (Instant::now(), guard)
+        })
+    };
+    tokio::time::sleep(settle).await;
+    let released_at = Instant::now();
+    drop(holder);
+    let (acquired_at, _guard) = waiter.await.expect("waiter");
+    acquired_at - released_at
 }
 
 async fn memory_contention(rows: &mut Vec<Row>) {
