@@ -60,19 +60,21 @@ pub(crate) enum Outcome {
 #[must_use = "a Lock does nothing until you call acquire() or run()"]
 pub struct Lock {
     manager: LockManager,
-    name: String,
+    /// The prefix, then the name: one allocation per lock.
     key: Arc<str>,
+    /// Where the name starts in `key`.
+    name_at: usize,
     ttl: Duration,
     wait: Duration,
     options: LockOptions,
 }
 
 impl Lock {
-    pub(crate) fn new(manager: LockManager, name: String, ttl: Duration) -> Lock {
-        let key: Arc<str> = Arc::from(format!("{}{name}", manager.prefix()));
+    pub(crate) fn new(manager: LockManager, name: &str, ttl: Duration) -> Lock {
+        let key = joined(manager.prefix(), name);
         Lock {
+            name_at: manager.prefix().len(),
             manager,
-            name,
             key,
             ttl,
             wait: Duration::ZERO,
@@ -297,6 +299,7 @@ impl Lock {
                 let slot = &slots[(first + offset) % slots.len()];
                 let attempt = AcquireRequest {
                     key: slot,
+                    shared_key: Some(slot),
                     ..request
                 };
                 // The store's clock starts the lease at or after
@@ -590,7 +593,7 @@ impl Lock {
 
     /// The lock name, as given.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.key[self.name_at..]
     }
 
     /// How long a lease lasts unless released or extended first.
@@ -626,9 +629,9 @@ impl Lock {
     }
 
     fn validate_name(&self) -> Result<()> {
-        if self.name.is_empty() {
+        if self.name().is_empty() {
             return Err(Error::InvalidName {
-                name: self.name.clone(),
+                name: String::new(),
                 reason: "a lock name must not be empty; name the resource it protects, \
                          for example \"reports:{tenant}\"",
             });
@@ -681,6 +684,25 @@ impl Drop for InFlight<'_> {
             );
         }
     }
+}
+
+/// `prefix` followed by `name`, in one allocation: assembled on the stack
+/// when it fits (this runs for every `#[locked]` call).
+fn joined(prefix: &str, name: &str) -> Arc<str> {
+    let mut buffer = [0u8; 192];
+    let len = prefix.len() + name.len();
+    if let Some(out) = buffer.get_mut(..len) {
+        out[..prefix.len()].copy_from_slice(prefix.as_bytes());
+        out[prefix.len()..].copy_from_slice(name.as_bytes());
+        // Two whole strings end to end are valid UTF-8: never the fallback.
+        if let Ok(key) = std::str::from_utf8(out) {
+            return Arc::from(key);
+        }
+    }
+    let mut key = String::with_capacity(len);
+    key.push_str(prefix);
+    key.push_str(name);
+    Arc::from(key)
 }
 
 /// Resolves when any of `wakeups` does.

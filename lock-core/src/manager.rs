@@ -92,8 +92,8 @@ impl LockManager {
     ///
     /// The name is checked when the lock is used: an empty name, a zero TTL or
     /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
-    pub fn lock(&self, name: impl Into<String>, ttl: Duration) -> Lock {
-        Lock::new(self.clone(), name.into(), ttl)
+    pub fn lock(&self, name: impl AsRef<str>, ttl: Duration) -> Lock {
+        Lock::new(self.clone(), name.as_ref(), ttl)
     }
 
     /// The locks held right now under this manager's prefix: each name

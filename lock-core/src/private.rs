@@ -77,7 +77,7 @@ pub fn manager(named: Option<&str>) -> Result<LockManager> {
 /// attribute wrote.
 pub fn lock(
     named: Option<&str>,
-    name: impl Into<String>,
+    name: impl AsRef<str>,
     ttl: Duration,
     wait: Duration,
     options: LockOptions,

@@ -75,20 +75,20 @@ pub(crate) fn new_token() -> Arc<str> {
         pair[1] = HEX[usize::from(byte & 0xf)];
     }
     let description = description_of_this_process();
-    // Hex digits are ASCII, so this never falls back to the empty string.
-    let random = std::str::from_utf8(&random).unwrap_or_default();
     // Assembled on the stack when it fits, so the only allocation is the
     // shared `Arc<str>` the guard and the running work's lease both hold.
     let mut buffer = [0u8; 160];
     let len = RANDOM_HEX_LEN + 1 + description.len();
     if let Some(out) = buffer.get_mut(..len) {
-        out[..RANDOM_HEX_LEN].copy_from_slice(random.as_bytes());
+        out[..RANDOM_HEX_LEN].copy_from_slice(&random);
         out[RANDOM_HEX_LEN] = b'@';
         out[RANDOM_HEX_LEN + 1..].copy_from_slice(description.as_bytes());
+        // Hex digits, `@` and a whole string: valid UTF-8, never the fallback.
         if let Ok(token) = std::str::from_utf8(out) {
             return Arc::from(token);
         }
     }
+    let random = String::from_utf8_lossy(&random);
     Arc::from(format!("{random}@{description}"))
 }
 

@@ -123,6 +123,9 @@ fn main() {
     if wanted("memory-metrics") {
         memory_metrics_cost(&mut rows);
     }
+    if wanted("memory-per-call") {
+        memory_lock_per_call(&mut rows);
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -184,7 +187,11 @@ fn main() {
                 eprintln!("no PostgreSQL: its figures are missing from this run");
             }
         }
-        if !wanted("redis-throughput") && !wanted("redis-handoff") && !wanted("redis-contention") {
+        if !wanted("redis-throughput")
+            && !wanted("redis-default-runtime")
+            && !wanted("redis-handoff")
+            && !wanted("redis-contention")
+        {
             return;
         }
         let Some(url) = lock_tests::harness::redis_url() else {
@@ -202,6 +209,17 @@ fn main() {
             .join()
             .map(|measured| rows.extend(measured))
             .expect("the Redis throughput thread");
+        }
+        if wanted("redis-default-runtime") {
+            let url = url.clone();
+            let mut measured = Vec::new();
+            std::thread::spawn(move || {
+                redis_default_runtime(&url, &mut measured);
+                measured
+            })
+            .join()
+            .map(|measured| rows.extend(measured))
+            .expect("the Redis default-runtime thread");
         }
         if wanted("redis-handoff") {
             redis_handoff(&url, &mut rows).await;
@@ -365,6 +383,23 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     Arc::new(move |task| Box::pin(f(task)))
+}
+
+/// Runs each contender for `ROUND` in `tasks` tasks, `rounds` times, the
+/// order rotating every round (A B C, B C A, C A B...), and returns every
+/// contender's rate per round.
+async fn rotated(tasks: usize, rounds: usize, contenders: &[(&str, Op)]) -> Samples {
+    for (_, op) in contenders {
+        rate(tasks, Duration::from_millis(300), op.clone()).await;
+    }
+    let mut samples = vec![Vec::new(); contenders.len()];
+    for round in 0..rounds {
+        for offset in 0..contenders.len() {
+            let index = (round + offset) % contenders.len();
+            samples[index].push(rate(tasks, ROUND, contenders[index].1.clone()).await);
+        }
+    }
+    Samples(samples)
 }
 
 // ---------------------------------------------------------------- memory
@@ -568,7 +603,10 @@ async fn memory_handoff(rows: &mut Vec<Row>) {
     floor.sort();
     rows.push(Row {
         section: "memory",
-        what: format!("handoff p50 against the runtime's floor ({} rounds, 2 workers)", ours.len()),
+        what: format!(
+            "handoff p50 against the runtime's floor ({} rounds, 2 workers)",
+            ours.len()
+        ),
         value: percentile(&ours, 0.5),
         unit: "us",
         baseline_name: "tokio::sync::Mutex handoff p50".to_owned(),
@@ -1172,4 +1210,159 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
             paired: None,
         });
     }
+}
+
+/// What a new user measures on the default runtime (2 workers here): every
+/// task locking its own name, lock-core against a raw loop on one
+/// `MultiplexedConnection` (cloned per task) and against rslock, 9 rounds
+/// with the order rotating, each figure the median of per-round ratios.
+fn redis_default_runtime(url: &str, rows: &mut Vec<Row>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let store = RedisStore::connect(url).await.expect("connect");
+        let locks =
+            LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+        let client = redis::Client::open(url).expect("url");
+        let multiplexed = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let release = redis::Script::new(RAW_RELEASE);
+        let rslock = rslock::LockManager::new(vec![url.to_owned()]);
+        for tasks in [1, 64] {
+            let ours = {
+                let locks = locks.clone();
+                op(move |task| {
+                    let lock = locks.lock(format!("mt:{task}"), TTL);
+                    async move {
+                        let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+                        guard.release().await.expect("release");
+                    }
+                })
+            };
+            let raw = {
+                let multiplexed = multiplexed.clone();
+                let release = release.clone();
+                op(move |task| {
+                    let mut connection = multiplexed.clone();
+                    let release = release.clone();
+                    async move {
+                        let key = format!("bench:mt-raw:{task}");
+                        let token = format!("{:032x}", rand::random::<u128>());
+                        let set: Option<String> = redis::cmd("SET")
+                            .arg(&key)
+                            .arg(&token)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(30_000)
+                            .query_async(&mut connection)
+                            .await
+                            .expect("SET");
+                        assert!(set.is_some(), "uncontended");
+                        let deleted: i64 = release
+                            .key(&key)
+                            .arg(&token)
+                            .invoke_async(&mut connection)
+                            .await
+                            .expect("release");
+                        assert_eq!(deleted, 1);
+                    }
+                })
+            };
+            let theirs = {
+                let rslock = rslock.clone();
+                op(move |task| {
+                    let rslock = rslock.clone();
+                    async move {
+                        let resource = format!("bench:mt-rslock:{task}");
+                        let lock = rslock
+                            .lock(resource.as_bytes(), TTL)
+                            .await
+                            .expect("rslock: uncontended");
+                        rslock.unlock(&lock).await;
+                    }
+                })
+            };
+            let rates = rotated(
+                tasks,
+                9,
+                &[("lock-core", ours), ("raw", raw), ("rslock", theirs)],
+            )
+            .await;
+            rows.push(Row {
+                section: "redis",
+                what: format!("default runtime, uncontended pairs, {tasks} task(s)"),
+                value: rates.median(0),
+                unit: "pairs/s",
+                baseline_name: "raw loop on one MultiplexedConnection".to_owned(),
+                baseline: rates.median(1),
+                target: Some(Target::RatioAtLeast(0.95)),
+                paired: rates.paired(0, 1),
+            });
+            rows.push(Row {
+                section: "redis",
+                what: format!("default runtime, uncontended pairs, {tasks} task(s)"),
+                value: rates.median(0),
+                unit: "pairs/s",
+                baseline_name: "rslock".to_owned(),
+                baseline: rates.median(2),
+                target: (tasks == 64).then_some(Target::RatioAtLeast(1.2)),
+                paired: rates.paired(0, 2),
+            });
+        }
+    });
+}
+
+/// The memory store measured the way every `#[locked]` call runs: the `Lock`
+/// built per call with `manager.lock(name, ttl)`, acquired and released,
+/// against a `Mutex<HashMap>` insert-if-absent of an owned key and a
+/// compare-remove of a `u128` token; 1 task on the default runtime.
+fn memory_lock_per_call(rows: &mut Vec<Row>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let locks = LockManager::memory();
+        let ours = op(move |task| {
+            let lock = locks.lock(format!("per-call:{task}"), TTL);
+            async move {
+                let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+                guard.release().await.expect("release");
+            }
+        });
+        let table: Arc<Mutex<HashMap<String, u128>>> = Arc::default();
+        let baseline = op(move |task| {
+            let table = Arc::clone(&table);
+            async move {
+                let key = format!("lock:per-call:{task}");
+                let token: u128 = rand::random();
+                {
+                    let mut table = table.lock().expect("unpoisoned");
+                    table.entry(key.clone()).or_insert(token);
+                }
+                let mut table = table.lock().expect("unpoisoned");
+                if table.get(&key) == Some(&token) {
+                    table.remove(&key);
+                }
+            }
+        });
+        let rates = rotated(1, 9, &[("lock-core", ours), ("mutex-hashmap", baseline)]).await;
+        rows.push(Row {
+            section: "memory",
+            what: "uncontended acquire+release, Lock built per call, 1 task, default runtime"
+                .to_owned(),
+            value: rates.median(0),
+            unit: "pairs/s",
+            baseline_name: "Mutex<HashMap> owned key + u128 token".to_owned(),
+            baseline: rates.median(1),
+            target: Some(Target::RatioAtLeast(0.5)),
+            paired: rates.paired(0, 1),
+        });
+    });
 }

@@ -124,7 +124,8 @@ impl Default for Shard {
 
 /// Everything the store knows about one key.
 struct Slot {
-    key: Box<str>,
+    /// Shared with the `Lock` that inserted it when it could be: no copy.
+    key: Arc<str>,
     lease: Option<Lease>,
     /// Present while tasks wait for this key; each holds a clone.
     waiters: Option<Arc<Notify>>,
@@ -311,7 +312,9 @@ impl MemoryStore {
                 Entry::Vacant(vacant) => {
                     let fence = self.next_fence(request.fenced);
                     vacant.insert(Slot {
-                        key: request.key.into(),
+                        key: request
+                            .shared_key
+                            .map_or_else(|| Arc::from(request.key), Arc::clone),
                         lease: Some(lease(fence)),
                         waiters: None,
                     });

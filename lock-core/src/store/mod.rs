@@ -132,6 +132,9 @@ pub struct AcquireRequest<'a> {
     /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
     /// when [`LockStore::fencing`] is true.
     pub fenced: bool,
+    /// `key`, shared: a store that keeps the key (memory) can hold a
+    /// reference instead of copying it.
+    pub(crate) shared_key: Option<&'a Arc<str>>,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -152,6 +155,7 @@ impl<'a> AcquireRequest<'a> {
             sent,
             wake: false,
             fenced: false,
+            shared_key: None,
         }
     }
 

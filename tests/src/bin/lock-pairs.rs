@@ -1,0 +1,119 @@
+//! Runs N uncontended acquire+release pairs one way, for counting the
+//! client's instructions per pair (`scripts/instructions`):
+//!
+//! ```text
+//! lock-pairs redis-lock-core <redis-url> <n>   lock-core's Lock on RedisStore
+//! lock-pairs redis-raw <redis-url> <n>         SET NX PX + a compare-and-delete script, by hand
+//! lock-pairs memory-lock-core <n>              lock-core's Lock on MemoryStore, built per call
+//! lock-pairs memory-mutex <n>                  Mutex<HashMap> insert-if-absent + compare-remove
+//! ```
+//!
+//! One current-thread runtime, one task, so the count is the same run after
+//! run. The script runs each mode at two values of n and divides the
+//! difference, which leaves out start-up and connection setup.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lock_core::{LockManager, RedisStore};
+
+const TTL: Duration = Duration::from_secs(30);
+
+const RAW_RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let count = |text: &str| text.parse::<usize>().expect("n: a whole number");
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["redis-lock-core", url, n] => runtime.block_on(redis_lock_core(url, count(n))),
+        ["redis-raw", url, n] => runtime.block_on(redis_raw(url, count(n))),
+        ["memory-lock-core", n] => runtime.block_on(memory_lock_core(count(n))),
+        ["memory-mutex", n] => memory_mutex(count(n)),
+        _ => {
+            eprintln!("usage: see the file's docs");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn redis_lock_core(url: &str, n: usize) {
+    let store = RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix("count:");
+    for _ in 0..n {
+        let guard = locks
+            .lock("pair", TTL)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("uncontended");
+        guard.release().await.expect("release");
+    }
+}
+
+async fn redis_raw(url: &str, n: usize) {
+    let client = redis::Client::open(url).expect("url");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let release = redis::Script::new(RAW_RELEASE);
+    for _ in 0..n {
+        let token = format!("{:032x}", rand::random::<u128>());
+        let set: Option<String> = redis::cmd("SET")
+            .arg("count:raw-pair")
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut connection)
+            .await
+            .expect("SET");
+        assert!(set.is_some(), "uncontended");
+        let deleted: i64 = release
+            .key("count:raw-pair")
+            .arg(&token)
+            .invoke_async(&mut connection)
+            .await
+            .expect("release");
+        assert_eq!(deleted, 1);
+    }
+}
+
+async fn memory_lock_core(n: usize) {
+    let locks = LockManager::memory();
+    for _ in 0..n {
+        let guard = locks
+            .lock("pair", TTL)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("uncontended");
+        guard.release().await.expect("release");
+    }
+}
+
+fn memory_mutex(n: usize) {
+    let table: Mutex<HashMap<String, u128>> = Mutex::default();
+    for _ in 0..n {
+        let key = "lock:pair".to_owned();
+        let token: u128 = rand::random();
+        {
+            let mut table = table.lock().expect("unpoisoned");
+            table.entry(key.clone()).or_insert(token);
+        }
+        let mut table = table.lock().expect("unpoisoned");
+        if table.get(&key) == Some(&token) {
+            table.remove(&key);
+        }
+    }
+}
