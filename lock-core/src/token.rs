@@ -61,26 +61,34 @@ fn next_bits() -> u128 {
     })
 }
 
+/// Each byte's two hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [HEX[byte >> 4], HEX[byte & 0xf]];
+        byte += 1;
+    }
+    pairs
+};
+
 /// A fresh owner token: 128 bits in hex, `@`, then `host:pid`.
 ///
 /// Hand-encoded rather than through `format!`: this runs on every acquire,
 /// and the formatting machinery costs more than the rest of an in-memory
 /// acquire.
 pub(crate) fn new_token() -> Arc<str> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bits = next_bits();
-    let mut random = [0u8; RANDOM_HEX_LEN];
-    for (pair, byte) in random.chunks_exact_mut(2).zip(bits.to_be_bytes()) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0xf)];
-    }
     let description = description_of_this_process();
     // Assembled on the stack when it fits, so the only allocation is the
     // shared `Arc<str>` the guard and the running work's lease both hold.
     let mut buffer = [0u8; 160];
     let len = RANDOM_HEX_LEN + 1 + description.len();
+    let bits = next_bits().to_be_bytes();
     if let Some(out) = buffer.get_mut(..len) {
-        out[..RANDOM_HEX_LEN].copy_from_slice(&random);
+        for (pair, byte) in out[..RANDOM_HEX_LEN].chunks_exact_mut(2).zip(bits) {
+            pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+        }
         out[RANDOM_HEX_LEN] = b'@';
         out[RANDOM_HEX_LEN + 1..].copy_from_slice(description.as_bytes());
         // Hex digits, `@` and a whole string: valid UTF-8, never the fallback.
@@ -88,7 +96,7 @@ pub(crate) fn new_token() -> Arc<str> {
             return Arc::from(token);
         }
     }
-    let random = String::from_utf8_lossy(&random);
+    let random: String = bits.iter().map(|byte| format!("{byte:02x}")).collect();
     Arc::from(format!("{random}@{description}"))
 }
 
