@@ -92,6 +92,8 @@
 //! processes, and [`Lock::shared`] refuses the others. A networked store is
 //! exactly as durable as its server: see each store's own notes.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;

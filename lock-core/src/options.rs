@@ -125,9 +125,7 @@ impl LockOptions {
                     .to_owned(),
             );
         }
-        if let Some(at_least) = self.at_least
-            && at_least > ttl
-        {
+        if let Some(at_least) = self.at_least.filter(|at_least| *at_least > ttl) {
             return invalid(format!(
                 "at_least ({at_least:?}) is longer than the ttl ({ttl:?}), so the claim could not \
                  stand that long; raise the ttl to at least {at_least:?}"
