@@ -170,6 +170,26 @@ impl Error {
     }
 }
 
+/// A lock error as an [`std::io::Error`], so `#[locked]` functions can
+/// return `std::io::Result`: contention is
+/// [`WouldBlock`](std::io::ErrorKind::WouldBlock), a bad name, TTL or option
+/// [`InvalidInput`](std::io::ErrorKind::InvalidInput), anything else
+/// [`Other`](std::io::ErrorKind::Other). The lock error is kept inside
+/// (`into_inner`, `get_ref`).
+impl From<Error> for std::io::Error {
+    fn from(error: Error) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &error {
+            Error::Contended { .. } => ErrorKind::WouldBlock,
+            Error::InvalidName { .. } | Error::InvalidTtl { .. } | Error::InvalidOptions { .. } => {
+                ErrorKind::InvalidInput
+            }
+            _ => ErrorKind::Other,
+        };
+        std::io::Error::new(kind, error)
+    }
+}
+
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -182,7 +182,7 @@ impl<F: Future> Future for Infallible<F> {
 #[diagnostic::on_unimplemented(
     message = "#[locked] cannot return lock errors as `{Self}`: it does not implement `From<lock_core::Error>`",
     label = "lock errors (store unreachable, unknown manager, bad name) are returned through this type",
-    note = "add `impl From<lock_core::Error> for {Self}`, or return `Result<T, lock_core::Error>` or a type that converts from it, such as `anyhow::Error` or `Box<dyn std::error::Error + Send + Sync>`"
+    note = "if `{Self}` is defined in this crate, add `impl From<lock_core::Error> for {Self}`; if it comes from another crate (where no such impl can be added), return an error type of your own that wraps both, or one that converts from lock errors already: `lock_core::Error`, `std::io::Error`, `anyhow::Error`, `Box<dyn std::error::Error + Send + Sync>`"
 )]
 pub trait FromLockError: Sized {
     /// Wraps `error` as `Self`.
