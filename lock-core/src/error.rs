@@ -35,8 +35,12 @@ pub enum Error {
 
     /// The store failed to carry out an operation (connection lost, timeout,
     /// protocol error...). The lock's state is whatever the store last recorded.
+    ///
+    /// The store's own error is the [`source`](std::error::Error::source),
+    /// not repeated in this message: print the chain (as `anyhow` does, or
+    /// with [`Error::chain`]) to see it.
     #[error(
-        "lock store failed to {operation} `{key}`: {source}; check that the store is reachable, then retry"
+        "lock store failed to {operation} `{key}`; check that the store is reachable, then retry"
     )]
     Store {
         /// What was being done: `"acquire"`, `"release"`, `"extend"`...
@@ -190,6 +194,31 @@ impl From<Error> for std::io::Error {
     }
 }
 
+impl Error {
+    /// This error and each of its causes, as one line: `message: cause:
+    /// cause's cause`. What logs should print, since a store error keeps
+    /// its cause as the source rather than in its message.
+    pub fn chain(&self) -> Chain<'_> {
+        Chain(self)
+    }
+}
+
+/// An error followed by its causes, from [`Error::chain`].
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(next) = cause {
+            write!(f, ": {next}")?;
+            cause = next.source();
+        }
+        Ok(())
+    }
+}
+
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -233,13 +262,34 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("release"), "operation missing from {text:?}");
         assert!(text.contains("lock:jobs"), "key missing from {text:?}");
-        assert!(
-            text.contains("connection reset"),
-            "cause missing from {text:?}"
+        let source = std::error::Error::source(&err).expect("the cause is the source");
+        assert_eq!(source.to_string(), "connection reset");
+        assert_eq!(
+            err.chain().to_string(),
+            format!("{text}: connection reset"),
+            "the chain shows the cause once"
         );
-        assert!(
-            std::error::Error::source(&err).is_some(),
-            "the cause must be reachable as source()"
+    }
+
+    // What `anyhow` prints: every level of the chain. The cause must appear
+    // once, not once per level that repeats it.
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let err = Error::store("connect", "127.0.0.1:6379", refused);
+        let mut levels = vec![err.to_string()];
+        let mut cause = std::error::Error::source(&err);
+        while let Some(next) = cause {
+            levels.push(next.to_string());
+            cause = next.source();
+        }
+        let printed = levels.join("\nCaused by: ");
+        assert_eq!(
+            printed.matches("Connection refused").count(),
+            1,
+            "repeated: {printed}"
         );
+        let io: std::io::Error = err.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::Other);
     }
 }

@@ -348,7 +348,7 @@ impl GiveBack {
             (GiveBack::AbandonedAcquire, Ok(false)) => {}
             (_, Err(error)) => tracing::warn!(
                 key = %key,
-                %error,
+                error = %error.chain(),
                 "could not give back a lease from a dropped lock future; it ends at its ttl"
             ),
         }

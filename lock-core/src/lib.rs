@@ -111,7 +111,7 @@ pub mod store;
 mod supervise;
 mod token;
 
-pub use error::{Error, Result};
+pub use error::{Chain, Error, Result};
 pub use guard::LockGuard;
 pub use holder::Holder;
 pub use lease::{Lease, current};

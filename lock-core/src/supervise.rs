@@ -70,7 +70,7 @@ where
         // lease may still be ours: give it back now rather than make the next
         // holder wait out the rest of it.
         if let Err(error) = guard.give_back().await {
-            tracing::warn!(key = %key, %error, "could not give back a lost lease; it ends at its ttl");
+            tracing::warn!(key = %key, error = %error.chain(), "could not give back a lost lease; it ends at its ttl");
         }
         return Err(E::from(Error::LeaseLost {
             key: key.to_owned(),
@@ -80,7 +80,7 @@ where
     if let Err(error) = guard.release().await {
         tracing::warn!(
             key = %key,
-            %error,
+            error = %error.chain(),
             "could not release the lock after the work finished; it ends at its ttl"
         );
     }
@@ -149,7 +149,7 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
             }
             Err(error) => {
                 // Keep trying until the deadline: the store may be back.
-                tracing::warn!(key = %lock.key(), %error, "could not renew the lock; retrying until its deadline");
+                tracing::warn!(key = %lock.key(), error = %error.chain(), "could not renew the lock; retrying until its deadline");
             }
         }
     }

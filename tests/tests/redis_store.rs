@@ -509,7 +509,7 @@ async fn an_unreachable_server_is_an_error_within_the_timeout_not_a_hang() {
         .await
         .expect("connect must give up within its timeout");
     let error = outcome.expect_err("nothing listens there");
-    let text = error.to_string();
+    let text = error.chain().to_string();
     assert!(!text.contains("hunter2"), "the password leaked: {text}");
     assert!(
         text.contains(&port.to_string()),
