@@ -227,7 +227,7 @@ impl Lock {
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(Some(guard)),
             Outcome::Contended(remaining) => match self.options.contended {
-                OnContended::Error => Err(self.contended(remaining)),
+                OnContended::Error => Err(self.contended(remaining).await),
                 _ => Ok(None),
             },
         }
@@ -454,7 +454,7 @@ impl Lock {
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await.map(Some),
             Outcome::Contended(remaining) => match self.options.contended {
-                OnContended::Error => Err(E::from(self.contended(remaining))),
+                OnContended::Error => Err(E::from(self.contended(remaining).await)),
                 _ => Ok(None),
             },
         }
@@ -502,7 +502,7 @@ impl Lock {
         }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await,
-            Outcome::Contended(remaining) => Err(E::from(self.contended(remaining))),
+            Outcome::Contended(remaining) => Err(E::from(self.contended(remaining).await)),
         }
     }
 
@@ -615,7 +615,16 @@ impl Lock {
         &self.manager
     }
 
-    fn contended(&self, remaining: Option<Duration>) -> Error {
+    /// The error for contention reported to the caller, with the holder's
+    /// remaining TTL. A store that did not say (Redis answers a plain
+    /// `SET NX` with a bare "no") is asked once, on this path only.
+    async fn contended(&self, remaining: Option<Duration>) -> Error {
+        let remaining = match remaining {
+            Some(remaining) => Some(remaining),
+            None => self.holders().await.ok().and_then(|holders| {
+                holders.iter().map(Holder::remaining_ttl).min()
+            }),
+        };
         Error::Contended {
             key: self.key.to_string(),
             holder_remaining: remaining,

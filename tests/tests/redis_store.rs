@@ -780,3 +780,33 @@ async fn a_semaphore_of_3_admits_exactly_3_holders_across_4_processes() {
         .await
         .expect("clean up");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_reported_to_the_caller_says_how_long_the_holder_has_left() {
+    // A plain SET NX answers a held key with a bare "no"; the runtime reads
+    // the holder's TTL on that path only, so the error can say it.
+    let Some(locks) = harness::redis_manager().await else {
+        return;
+    };
+    let locks = locks.with_prefix(unique("contended"));
+    let _held = locks
+        .lock("report", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let second = locks
+        .lock("report", LONG)
+        .run_or_contended(async { Ok::<_, Error>(()) })
+        .await;
+    match second {
+        Err(Error::Contended {
+            holder_remaining: Some(left),
+            ..
+        }) => assert!(
+            left > Duration::from_secs(50) && left <= LONG,
+            "about a minute left: {left:?}"
+        ),
+        other => panic!("expected contention with the holder's remaining ttl: {other:?}"),
+    }
+}
