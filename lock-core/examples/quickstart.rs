@@ -62,7 +62,20 @@ async fn main() -> lock_core::Result<()> {
             None => println!("  worker {worker}: None, someone else holds reports:acme"),
         }
     }
-    println!("{built} of 5 workers ran the body; the lock is free again.");
+    // Say what is true now: on a shared store another process may hold it.
+    let now = match registry::manager()
+        .lock("reports:acme", Duration::from_secs(600))
+        .holder()
+        .await?
+    {
+        None => "the lock is free again".to_owned(),
+        Some(holder) => format!(
+            "the lock is held by {} for {:?} more",
+            holder.owner(),
+            holder.remaining_ttl()
+        ),
+    };
+    println!("{built} of 5 workers in this process ran the body; {now}.");
 
     let waited = Instant::now();
     let lock = registry::manager()
