@@ -275,7 +275,8 @@ mod tests {
     // once, not once per level that repeats it.
     #[test]
     fn an_error_chain_says_each_cause_once() {
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
         let err = Error::store("connect", "127.0.0.1:6379", refused);
         let mut levels = vec![err.to_string()];
         let mut cause = std::error::Error::source(&err);

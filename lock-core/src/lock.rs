@@ -621,9 +621,11 @@ impl Lock {
     async fn contended(&self, remaining: Option<Duration>) -> Error {
         let remaining = match remaining {
             Some(remaining) => Some(remaining),
-            None => self.holders().await.ok().and_then(|holders| {
-                holders.iter().map(Holder::remaining_ttl).min()
-            }),
+            None => self
+                .holders()
+                .await
+                .ok()
+                .and_then(|holders| holders.iter().map(Holder::remaining_ttl).min()),
         };
         Error::Contended {
             key: self.key.to_string(),

@@ -146,18 +146,31 @@ fn declared_lists_every_locked_function_with_its_settings() {
 
 // `verify()` must report every problem in one go, so one boot tells the
 // operator everything to fix; a `shared` function on a per-process manager
-// is one of them, and goes away once its manager is shared.
+// is one of them, and goes away once its manager is shared, as does the
+// missing default manager.
 #[tokio::test]
 async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_together() {
     registry::install_named("declared-tests-reports", LockManager::memory())
         .expect("installed once, by this test only");
     // Nothing is installed as the default here: it is the per-process
     // fallback, which the `shared` declaration must not run on.
-    let problems = registry::verify().expect_err("three problems are declared above");
+    let problems = registry::verify().expect_err("four problems are declared above");
     assert_eq!(
         problems.len(),
-        3,
+        4,
         "one lock name declared three times with two ttls is one problem: {problems}"
+    );
+    // No default manager is installed: the functions using it would lock
+    // per process, silently without a tracing subscriber.
+    let fallback = problems
+        .iter()
+        .find(|problem| matches!(problem, Problem::NoManagerInstalled { .. }))
+        .expect("the missing default manager is reported");
+    let text = fallback.to_string();
+    assert!(
+        text.contains("no manager installed: locks are per-process")
+            && text.contains("registry::install(manager)"),
+        "says what is wrong and the fix: {text}"
     );
     let missing = problems
         .iter()
@@ -195,7 +208,7 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
         "names the function, its manager and the fix: {text}"
     );
     assert!(
-        problems.to_string().starts_with("3 problem(s)"),
+        problems.to_string().starts_with("4 problem(s)"),
         "the error lists them all: {problems}"
     );
 

@@ -126,7 +126,21 @@ pub fn verify() -> std::result::Result<(), Problems> {
         Some(name) => manager_named(name).ok().map(|manager| manager.is_shared()),
         None => Some(manager().is_shared()),
     };
-    let problems = problems_in(&declared(), &installed, &shared);
+    let declared = declared();
+    let mut problems = Vec::new();
+    // Locks on the default manager, with none installed: each would run on
+    // a per-process memory store, silently (its WARN needs a subscriber).
+    let on_default: Vec<&'static DeclaredLock> = declared
+        .iter()
+        .copied()
+        .filter(|lock| lock.manager.is_none())
+        .collect();
+    if !on_default.is_empty() && super::default_is_fallback() {
+        problems.push(Problem::NoManagerInstalled {
+            declarations: on_default,
+        });
+    }
+    problems.extend(problems_in(&declared, &installed, &shared));
     if problems.is_empty() {
         Ok(())
     } else {
@@ -215,6 +229,13 @@ pub enum Problem {
         /// The declaration naming the manager.
         lock: &'static DeclaredLock,
     },
+    /// No default manager is installed, so the functions that use it lock on
+    /// a per-process memory store: their locks do not exclude other
+    /// processes.
+    NoManagerInstalled {
+        /// The declarations that use the default manager.
+        declarations: Vec<&'static DeclaredLock>,
+    },
     /// A function declared `shared` uses a manager whose store is
     /// per-process: each call would fail with [`Error::NotShared`](crate::Error::NotShared).
     NotShared {
@@ -251,6 +272,26 @@ impl std::fmt::Display for Problem {
                     "`{}` ({}:{}) uses the lock manager `{manager}`, which is not installed; \
                      call `lock_core::registry::install_named(\"{manager}\", manager)` at startup",
                     lock.function, lock.file, lock.line
+                )
+            }
+            Problem::NoManagerInstalled { declarations } => {
+                write!(
+                    f,
+                    "no manager installed: locks are per-process; {} declared lock(s) use the \
+                     default manager (",
+                    declarations.len()
+                )?;
+                for (index, lock) in declarations.iter().take(3).enumerate() {
+                    let sep = if index == 0 { "" } else { ", " };
+                    write!(f, "{sep}`{}` at {}:{}", lock.function, lock.file, lock.line)?;
+                }
+                if declarations.len() > 3 {
+                    write!(f, ", ...")?;
+                }
+                write!(
+                    f,
+                    "), and with none installed they lock on a memory store that other \
+                     processes cannot see; call `lock_core::registry::install(manager)` at startup"
                 )
             }
             Problem::NotShared { lock } => {
@@ -519,7 +560,8 @@ mod tests {
                     lock.function
                 }
                 Problem::ConflictingTtl { declarations, .. }
-                | Problem::ConflictingPermits { declarations, .. } => declarations[0].function,
+                | Problem::ConflictingPermits { declarations, .. }
+                | Problem::NoManagerInstalled { declarations } => declarations[0].function,
             })
             .collect();
         assert_eq!(

@@ -100,6 +100,12 @@ pub fn manager() -> LockManager {
         .clone()
 }
 
+/// Whether [`manager`] would return the per-process fallback right now: no
+/// override, nothing installed.
+pub(crate) fn default_is_fallback() -> bool {
+    OVERRIDE.try_with(|_| ()).is_err() && DEFAULT.get().is_none()
+}
+
 /// The manager installed under `name` (or the task-local override, which wins
 /// over every installed manager).
 ///
