@@ -71,20 +71,33 @@ pub fn url(port: u16) -> String {
 pub fn etcd_endpoints() -> Option<Vec<String>> {
     static SHARED: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
-        if let Ok(urls) = std::env::var("ETCD_URL") {
-            return Ok(urls.split(',').map(|url| url.trim().to_owned()).collect());
-        }
-        if !installed("etcd") {
-            return Err(
-                "ETCD_URL is not set and etcd is not on PATH (apt-get install etcd-server)"
-                    .to_owned(),
-            );
-        }
-        let cluster = EtcdCluster::start(1).map_err(|e| format!("etcd: {e}"))?;
-        let urls = cluster.urls();
-        // Lives until the process ends; the watchdog then stops it.
-        std::mem::forget(cluster);
-        Ok(urls)
+        let found = (|| {
+            if let Ok(urls) = std::env::var("ETCD_URL") {
+                let urls: Vec<String> = urls.split(',').map(|url| url.trim().to_owned()).collect();
+                let what = format!("ETCD_URL {}", urls.join(","));
+                return Ok((urls, what));
+            }
+            if !installed("etcd") {
+                return Err(
+                    "ETCD_URL is not set and etcd is not on PATH (apt-get install etcd-server)"
+                        .to_owned(),
+                );
+            }
+            let cluster = EtcdCluster::start(1).map_err(|e| format!("etcd: {e}"))?;
+            let urls = cluster.urls();
+            // Lives until the process ends; the watchdog then stops it.
+            std::mem::forget(cluster);
+            let what = format!("an etcd member of its own at {}", urls.join(","));
+            Ok((urls, what))
+        })();
+        crate::harness::announce(
+            "etcd",
+            &found
+                .as_ref()
+                .map(|(_, what)| what.clone())
+                .map_err(Clone::clone),
+        );
+        found.map(|(urls, _)| urls)
     });
     match shared {
         Ok(urls) => Some(urls.clone()),

@@ -44,6 +44,49 @@ wait "$pid" 2>/dev/null
 if [ "$cleanup" = remove ]; then rm -rf "$dir"; fi
 "#;
 
+/// Says, once per test binary and suite, which server the suite runs
+/// against (or why it is skipped): written straight to stderr, past the
+/// test harness's capture, so a reader of the test output (CI's) knows
+/// what was tested.
+pub fn announce(suite: &str, outcome: &Result<String, String>) {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|path| {
+            path.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+        })
+        .map(|stem| {
+            stem.rsplit_once('-')
+                .map_or(stem.clone(), |(name, _)| name.to_owned())
+        })
+        .unwrap_or_default();
+    let line = match outcome {
+        Ok(what) => format!("[{binary}] {suite}: {what}"),
+        Err(why) => format!("[{binary}] {suite}: SKIPPED: {why}"),
+    };
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{}", shown(&line));
+}
+
+/// `text` without the password of any URL in it.
+fn shown(text: &str) -> String {
+    text.split(' ')
+        .map(|word| match (word.find("://"), word.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let userinfo = &word[scheme + 3..at];
+                match userinfo.split_once(':') {
+                    Some((user, _)) => {
+                        format!("{}://{user}:***@{}", &word[..scheme], &word[at + 1..])
+                    }
+                    None => word.to_owned(),
+                }
+            }
+            _ => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Says loudly that a real-server test cannot run, and skips it; under
 /// `CI=true` fails it instead, so a broken CI setup cannot pass quietly.
 pub fn unavailable<T>(what: &str, why: &str) -> Option<T> {
@@ -77,17 +120,27 @@ pub fn redis_server_installed() -> bool {
 pub fn redis_url() -> Option<String> {
     static SHARED: OnceLock<Result<String, String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
-        if let Ok(url) = std::env::var("REDIS_URL") {
-            return Ok(url);
-        }
-        if !redis_server_installed() {
-            return Err("REDIS_URL is not set and redis-server is not on PATH".to_owned());
-        }
-        let server = RedisServer::start_shared().map_err(|e| format!("redis-server: {e}"))?;
-        let url = server.url();
-        // Lives until the process ends; the watchdog then stops it.
-        std::mem::forget(server);
-        Ok(url)
+        let found = (|| {
+            if let Ok(url) = std::env::var("REDIS_URL") {
+                return Ok((url.clone(), format!("REDIS_URL {url}")));
+            }
+            if !redis_server_installed() {
+                return Err("REDIS_URL is not set and redis-server is not on PATH".to_owned());
+            }
+            let server = RedisServer::start_shared().map_err(|e| format!("redis-server: {e}"))?;
+            let url = server.url();
+            // Lives until the process ends; the watchdog then stops it.
+            std::mem::forget(server);
+            Ok((url.clone(), format!("a redis-server of its own at {url}")))
+        })();
+        announce(
+            "Redis",
+            &found
+                .as_ref()
+                .map(|(_, what)| what.clone())
+                .map_err(Clone::clone),
+        );
+        found.map(|(url, _)| url)
     });
     match shared {
         Ok(url) => Some(url.clone()),
@@ -100,16 +153,31 @@ pub fn redis_url() -> Option<String> {
 pub fn cluster_urls() -> Option<Vec<String>> {
     static SHARED: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
-        if let Ok(urls) = std::env::var("REDIS_CLUSTER_URLS") {
-            return Ok(urls.split(',').map(|u| u.trim().to_owned()).collect());
-        }
-        if !redis_server_installed() {
-            return Err("REDIS_CLUSTER_URLS is not set and redis-server is not on PATH".to_owned());
-        }
-        let cluster = RedisCluster::start(3).map_err(|e| format!("redis cluster: {e}"))?;
-        let urls = cluster.urls();
-        std::mem::forget(cluster);
-        Ok(urls)
+        let found = (|| {
+            if let Ok(urls) = std::env::var("REDIS_CLUSTER_URLS") {
+                let urls: Vec<String> = urls.split(',').map(|u| u.trim().to_owned()).collect();
+                let what = format!("REDIS_CLUSTER_URLS {}", urls.join(","));
+                return Ok((urls, what));
+            }
+            if !redis_server_installed() {
+                return Err(
+                    "REDIS_CLUSTER_URLS is not set and redis-server is not on PATH".to_owned(),
+                );
+            }
+            let cluster = RedisCluster::start(3).map_err(|e| format!("redis cluster: {e}"))?;
+            let urls = cluster.urls();
+            std::mem::forget(cluster);
+            let what = format!("a three-primary cluster of its own at {}", urls.join(","));
+            Ok((urls, what))
+        })();
+        announce(
+            "Redis Cluster",
+            &found
+                .as_ref()
+                .map(|(_, what)| what.clone())
+                .map_err(Clone::clone),
+        );
+        found.map(|(urls, _)| urls)
     });
     match shared {
         Ok(urls) => Some(urls.clone()),

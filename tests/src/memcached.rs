@@ -74,20 +74,27 @@ pub fn url(server: &Server) -> String {
 pub fn memcached_url() -> Option<String> {
     static SHARED: OnceLock<Result<String, String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
-        if let Ok(url) = std::env::var("MEMCACHED_URL") {
-            return Ok(url);
-        }
-        if !installed("memcached") {
-            return Err(
-                "MEMCACHED_URL is not set and memcached is not on PATH (apt-get install memcached)"
-                    .to_owned(),
-            );
-        }
-        let server = start_server().map_err(|e| format!("memcached: {e}"))?;
-        let url = url(&server);
-        // Lives until the process ends; the watchdog then stops it.
-        std::mem::forget(server);
-        Ok(url)
+        let found = (|| {
+            if let Ok(url) = std::env::var("MEMCACHED_URL") {
+                return Ok((url.clone(), format!("MEMCACHED_URL {url}")));
+            }
+            if !installed("memcached") {
+                return Err(
+                    "MEMCACHED_URL is not set and memcached is not on PATH (apt-get install memcached)"
+                        .to_owned(),
+                );
+            }
+            let server = start_server().map_err(|e| format!("memcached: {e}"))?;
+            let url = url(&server);
+            // Lives until the process ends; the watchdog then stops it.
+            std::mem::forget(server);
+            Ok((url.clone(), format!("a memcached of its own at {url}")))
+        })();
+        crate::harness::announce(
+            "memcached",
+            &found.as_ref().map(|(_, what)| what.clone()).map_err(Clone::clone),
+        );
+        found.map(|(url, _)| url)
     });
     match shared {
         Ok(url) => Some(url.clone()),

@@ -24,10 +24,20 @@ pub fn postgres_url() -> Option<String> {
         // Checked on a thread and runtime of its own: callers may be inside
         // a runtime, where another cannot be started.
         let checking = url.clone();
-        std::thread::spawn(move || check(&checking))
+        let checked = std::thread::spawn(move || check(&checking))
             .join()
-            .map_err(|_| "the PostgreSQL check panicked".to_owned())??;
-        Ok(url)
+            .map_err(|_| "the PostgreSQL check panicked".to_owned())
+            .and_then(|checked| checked);
+        let source = if std::env::var("POSTGRES_URL").is_ok() {
+            "POSTGRES_URL"
+        } else {
+            "the local server"
+        };
+        crate::harness::announce(
+            "PostgreSQL",
+            &checked.clone().map(|()| format!("{source} {url}")),
+        );
+        checked.map(|()| url)
     });
     match found {
         Ok(url) => Some(url.clone()),
