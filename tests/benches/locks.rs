@@ -803,14 +803,6 @@ async fn contention_with(locks: &LockManager, permits: u32, hold: Duration) -> (
 
 // ---------------------------------------------------------------- redis
 
-/// The compare-and-delete every correct Redis lock releases with.
-const RAW_RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-";
-
 #[lock_core::locked(name = "bench:locked:{task}", ttl = "30s")]
 async fn locked_noop(task: usize) {
     let _ = task;
@@ -909,19 +901,10 @@ async fn redis_throughput_on(url: &str, tasks: usize, rows: &mut Vec<Row>) {
     let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
     let client = redis::Client::open(url).expect("url");
     let raw: ConnectionManager = ConnectionManager::new(client).await.expect("connect");
-    let release = redis::Script::new(RAW_RELEASE);
+    let release = redis::Script::new(lock_tests::raw::RELEASE);
     let rslock = rslock::LockManager::new(vec![url.to_owned()]);
     {
-        let direct = {
-            let locks = locks.clone();
-            op(move |task| {
-                let lock = locks.lock(format!("direct:{task}"), TTL);
-                async move {
-                    let guard = lock.acquire().await.expect("acquire").expect("uncontended");
-                    guard.release().await.expect("release");
-                }
-            })
-        };
+        let direct = lock_core_pairs(&locks, "direct");
         // What `#[locked]` stands for, written by hand: the registry's
         // manager, a lock built per call from the name, and `run`. Both run
         // under the same task-local manager override.
@@ -949,49 +932,8 @@ async fn redis_throughput_on(url: &str, tasks: usize, rows: &mut Vec<Row>) {
                 })
             })
         };
-        let raw_op = {
-            let raw = raw.clone();
-            let release = release.clone();
-            op(move |task| {
-                let mut connection = raw.clone();
-                let release = release.clone();
-                async move {
-                    let key = format!("bench:raw:{task}");
-                    let token = format!("{:032x}", rand::random::<u128>());
-                    let set: Option<String> = redis::cmd("SET")
-                        .arg(&key)
-                        .arg(&token)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(30_000)
-                        .query_async(&mut connection)
-                        .await
-                        .expect("SET");
-                    assert!(set.is_some(), "uncontended");
-                    let deleted: i64 = release
-                        .key(&key)
-                        .arg(&token)
-                        .invoke_async(&mut connection)
-                        .await
-                        .expect("release");
-                    assert_eq!(deleted, 1);
-                }
-            })
-        };
-        let rslock_op = {
-            let rslock = rslock.clone();
-            op(move |task| {
-                let rslock = rslock.clone();
-                async move {
-                    let resource = format!("bench:rslock:{task}");
-                    let lock = rslock
-                        .lock(resource.as_bytes(), TTL)
-                        .await
-                        .expect("rslock: uncontended");
-                    rslock.unlock(&lock).await;
-                }
-            })
-        };
+        let raw_op = raw_pairs(&raw, &release, "bench:raw");
+        let rslock_op = rslock_pairs(&rslock, "bench:rslock");
         let rates = interleaved(
             tasks,
             // Compared pairs sit next to each other in every round.
@@ -1212,6 +1154,51 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
     }
 }
 
+/// Uncontended lock-core pairs, each task on `<prefix>:<task>`, the `Lock`
+/// built per call.
+fn lock_core_pairs(locks: &LockManager, prefix: &'static str) -> Op {
+    let locks = locks.clone();
+    op(move |task| {
+        let lock = locks.lock(format!("{prefix}:{task}"), TTL);
+        async move {
+            let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+            guard.release().await.expect("release");
+        }
+    })
+}
+
+/// Uncontended pairs of the hand-written baseline on `connection` (cloned
+/// per call), each task on `<prefix>:<task>`.
+fn raw_pairs<C>(connection: &C, release: &redis::Script, prefix: &'static str) -> Op
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let (connection, release) = (connection.clone(), release.clone());
+    op(move |task| {
+        let mut connection = connection.clone();
+        let release = release.clone();
+        async move {
+            lock_tests::raw::pair(&mut connection, &release, &format!("{prefix}:{task}")).await;
+        }
+    })
+}
+
+/// Uncontended rslock pairs, each task on `<prefix>:<task>`.
+fn rslock_pairs(rslock: &rslock::LockManager, prefix: &'static str) -> Op {
+    let rslock = rslock.clone();
+    op(move |task| {
+        let rslock = rslock.clone();
+        async move {
+            let resource = format!("{prefix}:{task}");
+            let lock = rslock
+                .lock(resource.as_bytes(), TTL)
+                .await
+                .expect("rslock: uncontended");
+            rslock.unlock(&lock).await;
+        }
+    })
+}
+
 /// What a new user measures on the default runtime (2 workers here): every
 /// task locking its own name, lock-core against a raw loop on one
 /// `MultiplexedConnection` (cloned per task) and against rslock, 9 rounds
@@ -1231,62 +1218,12 @@ fn redis_default_runtime(url: &str, rows: &mut Vec<Row>) {
             .get_multiplexed_async_connection()
             .await
             .expect("connect");
-        let release = redis::Script::new(RAW_RELEASE);
+        let release = redis::Script::new(lock_tests::raw::RELEASE);
         let rslock = rslock::LockManager::new(vec![url.to_owned()]);
         for tasks in [1, 64] {
-            let ours = {
-                let locks = locks.clone();
-                op(move |task| {
-                    let lock = locks.lock(format!("mt:{task}"), TTL);
-                    async move {
-                        let guard = lock.acquire().await.expect("acquire").expect("uncontended");
-                        guard.release().await.expect("release");
-                    }
-                })
-            };
-            let raw = {
-                let multiplexed = multiplexed.clone();
-                let release = release.clone();
-                op(move |task| {
-                    let mut connection = multiplexed.clone();
-                    let release = release.clone();
-                    async move {
-                        let key = format!("bench:mt-raw:{task}");
-                        let token = format!("{:032x}", rand::random::<u128>());
-                        let set: Option<String> = redis::cmd("SET")
-                            .arg(&key)
-                            .arg(&token)
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(30_000)
-                            .query_async(&mut connection)
-                            .await
-                            .expect("SET");
-                        assert!(set.is_some(), "uncontended");
-                        let deleted: i64 = release
-                            .key(&key)
-                            .arg(&token)
-                            .invoke_async(&mut connection)
-                            .await
-                            .expect("release");
-                        assert_eq!(deleted, 1);
-                    }
-                })
-            };
-            let theirs = {
-                let rslock = rslock.clone();
-                op(move |task| {
-                    let rslock = rslock.clone();
-                    async move {
-                        let resource = format!("bench:mt-rslock:{task}");
-                        let lock = rslock
-                            .lock(resource.as_bytes(), TTL)
-                            .await
-                            .expect("rslock: uncontended");
-                        rslock.unlock(&lock).await;
-                    }
-                })
-            };
+            let ours = lock_core_pairs(&locks, "mt");
+            let raw = raw_pairs(&multiplexed, &release, "bench:mt-raw");
+            let theirs = rslock_pairs(&rslock, "bench:mt-rslock");
             let rates = rotated(
                 tasks,
                 9,

@@ -12,4 +12,5 @@ pub mod logs;
 pub mod memcached;
 pub mod postgres;
 pub mod proxy;
+pub mod raw;
 pub mod server;

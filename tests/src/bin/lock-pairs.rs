@@ -20,13 +20,6 @@ use lock_core::{LockManager, RedisStore};
 
 const TTL: Duration = Duration::from_secs(30);
 
-const RAW_RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-";
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -66,26 +59,9 @@ async fn redis_raw(url: &str, n: usize) {
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
-    let release = redis::Script::new(RAW_RELEASE);
+    let release = redis::Script::new(lock_tests::raw::RELEASE);
     for _ in 0..n {
-        let token = format!("{:032x}", rand::random::<u128>());
-        let set: Option<String> = redis::cmd("SET")
-            .arg("count:raw-pair")
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query_async(&mut connection)
-            .await
-            .expect("SET");
-        assert!(set.is_some(), "uncontended");
-        let deleted: i64 = release
-            .key("count:raw-pair")
-            .arg(&token)
-            .invoke_async(&mut connection)
-            .await
-            .expect("release");
-        assert_eq!(deleted, 1);
+        lock_tests::raw::pair(&mut connection, &release, "count:raw-pair").await;
     }
 }
 
