@@ -435,7 +435,7 @@ mod tests {
             "memcache://a:1,b:2",
             "memcache://user:secret@host",
         ] {
-            let error = address(bad).expect_err(bad).to_string();
+            let error = address(bad).expect_err(bad).chain().to_string();
             assert!(error.contains("memcache://"), "{bad}: {error}");
             assert!(!error.contains("secret"), "never shows a password: {error}");
         }
