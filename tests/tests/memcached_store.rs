@@ -245,7 +245,10 @@ async fn a_memcached_store_is_shared_refuses_fencing_and_long_ttls_and_hides_cre
         "more than 30 days is refused, not read as a date: {month:?}"
     );
     let with_password = MemcachedStore::connect("memcache://user:hunter2@127.0.0.1:1").await;
-    let message = with_password.expect_err("credentials refused").to_string();
+    let message = with_password
+        .expect_err("credentials refused")
+        .chain()
+        .to_string();
     assert!(!message.contains("hunter2"), "never shown: {message}");
     assert!(message.contains("authentication"), "says why: {message}");
 }

@@ -373,7 +373,10 @@ async fn a_postgres_store_is_shared_fences_hides_the_password_and_refuses_bad_na
     let shown = format!("{store:?}");
     assert!(shown.contains("127.0.0.1"), "Debug shows the host: {shown}");
     let secret = PostgresStore::connect("postgres://user:hunter2@127.0.0.1:1/db").await;
-    let message = secret.expect_err("nothing listens on port 1").to_string();
+    let message = secret
+        .expect_err("nothing listens on port 1")
+        .chain()
+        .to_string();
     assert!(!message.contains("hunter2"), "never shown: {message}");
     let injected =
         PostgresStore::connect_with(&url, PostgresConfig::new().table("leases; DROP TABLE x"))
