@@ -54,8 +54,9 @@ pub struct Cuts {
     pub finished: usize,
 }
 
-/// Cuts `rounds` plain acquires, `rounds` runs and `rounds / 4` waiting
-/// acquires off at random points, over the names `cut:0..names` (many
+/// Cuts `rounds` plain acquires, `rounds` runs, `rounds / 2` runs on a
+/// semaphore of two permits and `rounds / 4` waiting acquires off at random
+/// points, over the names `cut:0..names` (many
 /// futures per name, so an orphan on one name also blocks later rounds),
 /// and returns the names and the counts. Panics on any lock error.
 pub async fn cut_lock_futures_at_random_points(
@@ -65,6 +66,7 @@ pub async fn cut_lock_futures_at_random_points(
 ) -> (Vec<String>, Cuts) {
     let mut cuts = Cuts::default();
     let names: Vec<String> = (0..names).map(|i| format!("cut:{i}")).collect();
+    let semaphores: Vec<String> = (0..2).map(|i| format!("cut-sem:{i}")).collect();
     let mut tally = |finished: bool| {
         if finished {
             cuts.finished += 1;
@@ -97,6 +99,22 @@ pub async fn cut_lock_futures_at_random_points(
             Some(Ok(_)) => tally(true),
             Some(Err(error)) => panic!("run failed: {error}"),
             None => tally(false),
+        }
+        // Every other round, a run on a semaphore of two permits: its
+        // acquire tries both permit keys, each attempt a cut point.
+        if round % 2 == 0 {
+            let name = &semaphores[round / 2 % semaphores.len()];
+            let yields = random_turns();
+            let lock = locks.lock(name, LONG).permits(2);
+            let run = lock.run(async {
+                tokio::task::yield_now().await;
+                Ok::<_, Error>(())
+            });
+            match cut_short(yields, run).await {
+                Some(Ok(_)) => tally(true),
+                Some(Err(error)) => panic!("semaphore run failed: {error}"),
+                None => tally(false),
+            }
         }
     }
     // Waiting acquires: a holder lets go at a random moment while a waiter
@@ -134,6 +152,12 @@ pub async fn cut_lock_futures_at_random_points(
     }
     let mut all = names;
     all.extend((0..rounds / 4).map(|round| format!("cut-wait:{round}")));
+    // A semaphore's permits are leases under the lock's key and
+    // `<key>#permit-<i>` (see `Lock::permits`): each must be free too.
+    for name in semaphores {
+        all.push(format!("{name}#permit-1"));
+        all.push(name);
+    }
     (all, cuts)
 }
 
