@@ -2,13 +2,13 @@
 //! function calling itself, or another locked on the same name, or `run`
 //! inside `run`) never waits for itself. Other tasks are other holders.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_core::{Error, LockManager, locked, registry};
 
-/// A call that waited for itself would take `wait` (2 s) and come back
-/// `None`; re-entry is immediate.
-const PROMPT: Duration = Duration::from_millis(500);
+// A call that waited for itself would wait out its `wait` and come back
+// `None`: the values below (`Some` at every level) are what show re-entry,
+// not timings.
 
 #[locked(name = "reports:{tenant}", ttl = "5s", wait = "2s")]
 async fn nested_report(tenant: &str, depth: u32) -> Result<u32, Error> {
@@ -47,10 +47,8 @@ async fn report_spawning_a_copy(tenant: &'static str, locks: LockManager) -> Res
 async fn a_locked_function_calling_itself_returns_promptly_under_its_own_lease() {
     let locks = LockManager::memory();
     registry::with_manager(locks.clone(), async {
-        let started = Instant::now();
         let depth = nested_report("acme", 5).await.expect("run");
         assert_eq!(depth, Some(5), "every level ran");
-        assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
         assert!(
             !locks
                 .lock("reports:acme", Duration::from_secs(1))
@@ -67,12 +65,10 @@ async fn a_locked_function_calling_itself_returns_promptly_under_its_own_lease()
 async fn another_function_locked_on_the_same_name_re_enters() {
     let locks = LockManager::memory();
     registry::with_manager(locks.clone(), async {
-        let started = Instant::now();
         assert_eq!(
             report_with_summary("acme").await.expect("run"),
             Some("summary")
         );
-        assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
         // A different name is a different lock, taken normally.
         assert_eq!(summary("globex").await.expect("run"), Some("summary"));
     })
@@ -99,7 +95,6 @@ async fn run_inside_run_re_enters_and_acquire_inside_run_says_why_it_cannot() {
     let lock = locks
         .lock("import", Duration::from_secs(5))
         .wait_for(Duration::from_secs(2));
-    let started = Instant::now();
     let nested = lock
         .run(async {
             let outer = lock_core::current().expect("a lease");
@@ -127,7 +122,6 @@ async fn run_inside_run_re_enters_and_acquire_inside_run_says_why_it_cannot() {
         nested.1,
         "the inner work ran under the outer lease"
     );
-    assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
     assert!(!lock.is_held().await.expect("memory"), "given back once");
 
     // The same name on another manager is another lock: taken for real.
