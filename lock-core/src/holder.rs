@@ -59,8 +59,12 @@ impl Holder {
         self.remaining
     }
 
-    /// The holder's fencing token, when its store keeps one per lease and
-    /// the holder asked for one ([`Lock::fenced`](crate::Lock::fenced)).
+    /// The holder's fencing token, when its store keeps one per lease:
+    /// memory, for a holder that asked for one
+    /// ([`Lock::fenced`](crate::Lock::fenced)); etcd, always, since there
+    /// the token is the revision the acquire committed at (what a fenced
+    /// holder was given). Redis and PostgreSQL keep only a counter per
+    /// name, and leave it out.
     pub fn fence(&self) -> Option<u64> {
         self.fence
     }
