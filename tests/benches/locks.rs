@@ -1276,18 +1276,7 @@ fn memory_lock_per_call(rows: &mut Vec<Row>) {
         let table: Arc<Mutex<HashMap<String, u128>>> = Arc::default();
         let baseline = op(move |task| {
             let table = Arc::clone(&table);
-            async move {
-                let key = format!("lock:per-call:{task}");
-                let token: u128 = rand::random();
-                {
-                    let mut table = table.lock().expect("unpoisoned");
-                    table.entry(key.clone()).or_insert(token);
-                }
-                let mut table = table.lock().expect("unpoisoned");
-                if table.get(&key) == Some(&token) {
-                    table.remove(&key);
-                }
-            }
+            async move { lock_tests::raw::mutex_pair(&table, &format!("lock:per-call:{task}")) }
         });
         let rates = rotated(1, 9, &[("lock-core", ours), ("mutex-hashmap", baseline)]).await;
         rows.push(Row {

@@ -1,5 +1,5 @@
-//! The least a correct Redis lock does, written by hand: the baseline the
-//! benchmark and `lock-pairs` measure lock-core against.
+//! The least a correct lock does, written by hand, on Redis and in memory:
+//! the baselines the benchmark and `lock-pairs` measure lock-core against.
 
 use redis::aio::ConnectionLike;
 
@@ -38,4 +38,21 @@ pub async fn pair<C: ConnectionLike + Send>(
         .await
         .expect("release");
     assert_eq!(deleted, 1);
+}
+
+/// The least a process-local lease table does per pair: insert `key` (an
+/// owned copy) with a fresh `u128` token if absent, then remove it if the
+/// token is still ours.
+#[inline]
+pub fn mutex_pair(table: &std::sync::Mutex<std::collections::HashMap<String, u128>>, key: &str) {
+    let key = key.to_owned();
+    let token: u128 = rand::random();
+    {
+        let mut table = table.lock().expect("unpoisoned");
+        table.entry(key.clone()).or_insert(token);
+    }
+    let mut table = table.lock().expect("unpoisoned");
+    if table.get(&key) == Some(&token) {
+        table.remove(&key);
+    }
 }

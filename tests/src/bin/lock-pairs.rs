@@ -12,7 +12,6 @@
 //! run. The script runs each mode at two values of n and divides the
 //! difference, which leaves out start-up and connection setup.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -41,16 +40,7 @@ fn main() {
 
 async fn redis_lock_core(url: &str, n: usize) {
     let store = RedisStore::connect(url).await.expect("connect");
-    let locks = LockManager::new(store).with_prefix("count:");
-    for _ in 0..n {
-        let guard = locks
-            .lock("pair", TTL)
-            .acquire()
-            .await
-            .expect("acquire")
-            .expect("uncontended");
-        guard.release().await.expect("release");
-    }
+    lock_core_pairs(&LockManager::new(store).with_prefix("count:"), n).await;
 }
 
 async fn redis_raw(url: &str, n: usize) {
@@ -66,7 +56,11 @@ async fn redis_raw(url: &str, n: usize) {
 }
 
 async fn memory_lock_core(n: usize) {
-    let locks = LockManager::memory();
+    lock_core_pairs(&LockManager::memory(), n).await;
+}
+
+/// `n` pairs on `locks`, the `Lock` built per call as `#[locked]` does.
+async fn lock_core_pairs(locks: &LockManager, n: usize) {
     for _ in 0..n {
         let guard = locks
             .lock("pair", TTL)
@@ -81,17 +75,8 @@ async fn memory_lock_core(n: usize) {
 /// An `async fn` run the same way as the lock-core modes, so both pay the
 /// same runtime around them.
 async fn memory_mutex(n: usize) {
-    let table: Mutex<HashMap<String, u128>> = Mutex::default();
+    let table = Mutex::default();
     for _ in 0..n {
-        let key = "lock:pair".to_owned();
-        let token: u128 = rand::random();
-        {
-            let mut table = table.lock().expect("unpoisoned");
-            table.entry(key.clone()).or_insert(token);
-        }
-        let mut table = table.lock().expect("unpoisoned");
-        if table.get(&key) == Some(&token) {
-            table.remove(&key);
-        }
+        lock_tests::raw::mutex_pair(&table, "lock:pair");
     }
 }
