@@ -300,6 +300,25 @@ fn flag(
     Ok(false)
 }
 
+/// The expression after `key =`, or `Ok(None)` (with the problem recorded,
+/// and whatever follows skipped) when there is no `=`.
+fn value_after(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    row: &Key,
+    key: &Ident,
+    errors: &mut Errors,
+) -> syn::Result<Option<Expr>> {
+    if !meta.input.peek(Token![=]) {
+        errors.push(syn::Error::new(
+            key.span(),
+            format!("`{key}` needs a value: write `{key} = {}`", row.example),
+        ));
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    Ok(Some(meta.value()?.parse()?))
+}
+
 /// Reads `= "string"` after a key. `Ok(None)` (with the problem recorded)
 /// when the value is missing or not a string; `Err` only when the input is
 /// too malformed to go on.
@@ -309,15 +328,9 @@ fn string_value(
     key: &Ident,
     errors: &mut Errors,
 ) -> syn::Result<Option<LitStr>> {
-    if !meta.input.peek(Token![=]) {
-        errors.push(syn::Error::new(
-            key.span(),
-            format!("`{key}` needs a value: write `{key} = {}`", row.example),
-        ));
-        skip_value(meta)?;
+    let Some(value) = value_after(meta, row, key, errors)? else {
         return Ok(None);
-    }
-    let value: Expr = meta.value()?.parse()?;
+    };
     if let Expr::Lit(ExprLit {
         lit: Lit::Str(text),
         ..
@@ -355,15 +368,9 @@ fn count_value(
     key: &Ident,
     errors: &mut Errors,
 ) -> syn::Result<Option<LitInt>> {
-    if !meta.input.peek(Token![=]) {
-        errors.push(syn::Error::new(
-            key.span(),
-            format!("`{key}` needs a value: write `{key} = {}`", row.example),
-        ));
-        skip_value(meta)?;
+    let Some(value) = value_after(meta, row, key, errors)? else {
         return Ok(None);
-    }
-    let value: Expr = meta.value()?.parse()?;
+    };
     let hint = match &value {
         Expr::Lit(ExprLit {
             lit: Lit::Int(count),
