@@ -98,9 +98,13 @@ async fn run(args: &[String]) -> Result<String, String> {
                 text.parse::<u64>()
                     .map_err(|e| format!("{what} {text:?}: {e}"))
             };
+            let count = |text: &str, what: &str| {
+                text.parse::<usize>()
+                    .map_err(|e| format!("{what} {text:?}: {e}"))
+            };
             let plan = FileContention {
-                tasks: number(tasks, "tasks")?,
-                rounds: number(rounds, "rounds")?,
+                tasks: count(tasks, "tasks")?,
+                rounds: count(rounds, "rounds")?,
                 ttl: Duration::from_millis(number(ttl_ms, "ttl")?),
             };
             contend_file(url, prefix, name, path, plan).await
@@ -229,8 +233,8 @@ async fn probe_wait(url: &str, prefix: &str, name: &str) -> Result<String, Strin
 }
 
 struct FileContention {
-    tasks: u64,
-    rounds: u64,
+    tasks: usize,
+    rounds: usize,
     ttl: Duration,
 }
 
@@ -247,23 +251,15 @@ async fn contend_file(
     let workers = (0..plan.tasks).map(|_| {
         let lock = locks.lock(name, plan.ttl).wait_for(WAIT);
         let path = path.to_owned();
-        tokio::spawn(async move {
-            for _ in 0..plan.rounds {
-                let ran = lock
-                    .run(async {
-                        let text = std::fs::read_to_string(&path).unwrap_or_default();
-                        let value: u64 = text.trim().parse().unwrap_or(0);
-                        tokio::task::yield_now().await;
-                        std::fs::write(&path, (value + 1).to_string())
-                            .map_err(|e| lock_core::Error::store("write the counter of", "file", e))
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if ran.is_none() {
-                    return Err(format!("waited {WAIT:?} for the lock without getting it"));
-                }
+        take_turns(lock, plan.rounds, move || {
+            let path = path.clone();
+            async move {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let value: u64 = text.trim().parse().unwrap_or(0);
+                tokio::task::yield_now().await;
+                std::fs::write(&path, (value + 1).to_string())
+                    .map_err(|e| lock_core::Error::store("write the counter of", "file", e))
             }
-            Ok(plan.rounds)
         })
     });
     let mut done = 0;
@@ -282,38 +278,23 @@ async fn contend(
     rounds: usize,
 ) -> Result<String, String> {
     let locks = manager(url, prefix).await?;
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let data = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| format!("data connection: {e}"))?;
+    let data = data_connection(url).await?;
     let workers = (0..tasks).map(|_| {
         let lock = locks.lock(name, TTL).wait_for(WAIT);
-        let mut data = data.clone();
-        let counter = counter.to_owned();
-        tokio::spawn(async move {
-            let mut done = 0usize;
-            for _ in 0..rounds {
-                let ran = lock
-                    .run(async {
-                        let value: Option<u64> = data.get(&counter).await.map_err(fail)?;
-                        // Widen the window between read and write, so two
-                        // holders at once would lose an update.
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        let () = data
-                            .set(&counter, value.unwrap_or(0) + 1)
-                            .await
-                            .map_err(fail)?;
-                        Ok::<_, lock_core::Error>(())
-                    })
+        let (data, counter) = (data.clone(), counter.to_owned());
+        take_turns(lock, rounds, move || {
+            let (mut data, counter) = (data.clone(), counter.clone());
+            async move {
+                let value: Option<u64> = data.get(&counter).await.map_err(fail)?;
+                // Widen the window between read and write, so two holders
+                // at once would lose an update.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let () = data
+                    .set(&counter, value.unwrap_or(0) + 1)
                     .await
-                    .map_err(|e| e.to_string())?;
-                if ran.is_none() {
-                    return Err(format!("waited {WAIT:?} for the lock without getting it"));
-                }
-                done += 1;
+                    .map_err(fail)?;
+                Ok(())
             }
-            Ok::<usize, String>(done)
         })
     });
     let mut total = 0;
@@ -339,41 +320,27 @@ async fn semaphore(
         if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end \
         return now";
     let locks = manager(url, prefix).await?;
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let data = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| format!("data connection: {e}"))?;
+    let data = data_connection(url).await?;
     let enter = redis::Script::new(ENTER);
     let workers = (0..tasks).map(|_| {
         let lock = locks.lock(name, TTL).permits(permits).wait_for(WAIT);
-        let mut data = data.clone();
+        let (data, enter) = (data.clone(), enter.clone());
         let count = count.to_owned();
         let max = format!("{count}:max");
-        let enter = enter.clone();
-        tokio::spawn(async move {
-            let mut done = 0usize;
-            for _ in 0..rounds {
-                let ran = lock
-                    .run(async {
-                        let _: u64 = enter
-                            .key(&count)
-                            .key(&max)
-                            .invoke_async(&mut data)
-                            .await
-                            .map_err(fail)?;
-                        tokio::time::sleep(Duration::from_millis(2)).await;
-                        let _: i64 = data.decr(&count, 1).await.map_err(fail)?;
-                        Ok::<_, lock_core::Error>(())
-                    })
+        take_turns(lock, rounds, move || {
+            let (mut data, enter) = (data.clone(), enter.clone());
+            let (count, max) = (count.clone(), max.clone());
+            async move {
+                let _: u64 = enter
+                    .key(&count)
+                    .key(&max)
+                    .invoke_async(&mut data)
                     .await
-                    .map_err(|e| e.to_string())?;
-                if ran.is_none() {
-                    return Err(format!("waited {WAIT:?} for a permit without getting one"));
-                }
-                done += 1;
+                    .map_err(fail)?;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let _: i64 = data.decr(&count, 1).await.map_err(fail)?;
+                Ok(())
             }
-            Ok::<usize, String>(done)
         })
     });
     let (mut total, mut fewest) = (0, usize::MAX);
@@ -393,11 +360,7 @@ async fn fence(
     count: usize,
 ) -> Result<String, String> {
     let locks = manager(url, prefix).await?;
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut data = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| format!("data connection: {e}"))?;
+    let mut data = data_connection(url).await?;
     let lock = locks.lock(name, TTL).wait_for(WAIT).fenced();
     for _ in 0..count {
         let ran = lock
@@ -415,6 +378,40 @@ async fn fence(
         }
     }
     Ok(format!("done {count}"))
+}
+
+/// A connection for the data the children work on under the lock.
+async fn data_connection(url: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("data connection: {e}"))
+}
+
+/// A task that runs `work` under `lock` `rounds` times, waiting for it each
+/// time; the number of rounds done, or why one could not be.
+fn take_turns<F, Fut>(
+    lock: lock_core::Lock,
+    rounds: usize,
+    work: F,
+) -> tokio::task::JoinHandle<Result<usize, String>>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), lock_core::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        for done in 0..rounds {
+            let ran = lock.run(work()).await.map_err(|e| e.to_string())?;
+            if ran.is_none() {
+                return Err(format!(
+                    "waited {WAIT:?} for {} after {done} rounds without getting it",
+                    lock.key()
+                ));
+            }
+        }
+        Ok(rounds)
+    })
 }
 
 fn fail(e: redis::RedisError) -> lock_core::Error {
@@ -461,12 +458,8 @@ async fn minute_report(minute: u64, log: &RunLog) -> Result<(), lock_core::Error
 async fn schedule(url: &str, prefix: &str, plan: Schedule, list: &str) -> Result<String, String> {
     registry::install(manager(url, prefix).await?).map_err(|e| e.to_string())?;
     registry::verify().map_err(|e| e.to_string())?;
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let log = RunLog {
-        data: client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| format!("data connection: {e}"))?,
+        data: data_connection(url).await?,
         list: list.to_owned(),
     };
     let (mut ran, mut skipped) = (0, 0);
