@@ -42,7 +42,8 @@ pub(crate) fn secrets(url: &str) -> Vec<String> {
         .filter_map(|part| {
             let rest = part.split_once("://").map_or(part, |(_, rest)| rest);
             let userinfo = &rest[..rest.rfind('@')?];
-            let password = userinfo.split_once(':').map_or(userinfo, |(_, p)| p);
+            // `user@host` carries no password; only `user:password@`.
+            let (_, password) = userinfo.split_once(':')?;
             (!password.is_empty()).then(|| password.to_owned())
         })
         .collect()
@@ -250,6 +251,10 @@ mod tests {
             "postgres://app:***@db/test"
         );
         assert_eq!(shown("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert!(
+            secrets("postgres://postgres@db/test").is_empty(),
+            "a user name alone is no secret (scrubbing it would mangle every message)"
+        );
     }
 
     #[test]
