@@ -695,8 +695,8 @@ pub async fn concurrent_increments_under_the_lock_lose_nothing(locks: LockManage
 }
 
 /// A semaphore of 3 permits under 64 tasks: the number of concurrent
-/// holders observed reaches 3 and never exceeds it, every task gets its
-/// permits, a release and an expiry each give a permit back, and
+/// holders observed never exceeds 3, every task gets its permits, 3 can
+/// be held at once and a fourth is refused, a release and an expiry each give a permit back, and
 /// `holders` lists every holder. 200 runs per task where one costs a
 /// fraction of a millisecond (memory, Redis), 20 on the stores whose
 /// every acquire is several requests (memcached, PostgreSQL, etcd).
@@ -736,13 +736,18 @@ pub async fn a_semaphore_admits_exactly_its_permits(locks: LockManager) {
     for worker in workers {
         worker.await.expect("every task got all its permits");
     }
-    assert_eq!(
-        most.load(Ordering::SeqCst),
-        PERMITS as usize,
-        "at most {PERMITS} holders at once, and {PERMITS} reached under load ({TASKS} tasks x {runs} runs)"
+    // How many holders overlap under load depends on the scheduler and
+    // the store's latency (a holder here keeps its permit for one yield),
+    // so only the bound is asserted; that all permits can be held at once
+    // is shown deterministically below.
+    let most = most.load(Ordering::SeqCst);
+    assert!(
+        (1..=PERMITS as usize).contains(&most),
+        "at most {PERMITS} holders at once under load ({TASKS} tasks x {runs} runs), saw {most}"
     );
 
-    // Release gives a permit back; holders lists every holder.
+    // All permits can be held at once, and no more; release gives a
+    // permit back; holders lists every holder.
     let lock = locks.lock("held-permits", LONG).permits(PERMITS);
     let mut guards = Vec::new();
     for _ in 0..PERMITS {
