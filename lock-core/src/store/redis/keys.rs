@@ -11,38 +11,118 @@
 
 use std::time::Duration;
 
+use ::redis::{RedisWrite, ToRedisArgs};
+
 use crate::{Error, Result};
 
 /// The Redis key of a lease: the escaped store key, wrapped in braces so it
 /// is the hash tag.
 pub(super) fn lease_key(key: &str) -> Result<String> {
+    check_key(key)?;
+    let mut out = String::with_capacity(key.len() + 8);
+    out.push('{');
+    escape_into(key, |piece| out.push_str(piece));
+    out.push('}');
+    Ok(out)
+}
+
+/// A lease's store key must name something.
+pub(super) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(Error::InvalidName {
             name: String::new(),
             reason: "a lock key must not be empty; give the lock a name",
         });
     }
-    let mut out = String::with_capacity(key.len() + 8);
-    out.push('{');
-    escape_into(key, &mut out);
-    out.push('}');
-    Ok(out)
+    Ok(())
 }
 
-/// Appends `key` to `out` with `%` and `}` written `%25` and `%7D`.
-fn escape_into(key: &str, out: &mut String) {
-    // Runs between the characters that need escaping are copied whole.
+/// A lease key (or one of its companions) as a command argument, written
+/// straight into the command: the same bytes as [`lease_key`] (plus the
+/// companion's suffix), without building a `String` first. Every acquire
+/// and release sends one or more of these.
+#[derive(Clone, Copy)]
+pub(super) struct KeyArg<'a> {
+    key: &'a str,
+    suffix: &'static str,
+}
+
+impl<'a> KeyArg<'a> {
+    /// The lease of the store key `key`.
+    pub(super) fn lease(key: &'a str) -> Self {
+        KeyArg { key, suffix: "" }
+    }
+
+    /// The "somebody waits" marker of the lease of `key`.
+    pub(super) fn waiters(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: WAITERS_SUFFIX,
+        }
+    }
+
+    /// The fencing counter of the lease of `key`.
+    pub(super) fn fence(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: FENCE_SUFFIX,
+        }
+    }
+
+    /// About how many bytes the argument takes (exact unless the key needs
+    /// escaping).
+    pub(super) fn len_hint(&self) -> usize {
+        self.key.len() + 2 + self.suffix.len()
+    }
+}
+
+impl ToRedisArgs for KeyArg<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        // Assembled on the stack and handed over as one argument: cheaper
+        // than writing each piece into the command through `io::Write`.
+        let mut buffer = [0u8; 256];
+        let mut len = 0;
+        let mut fits = true;
+        let mut put = |piece: &str| {
+            match buffer.get_mut(len..len + piece.len()) {
+                Some(room) => room.copy_from_slice(piece.as_bytes()),
+                None => fits = false,
+            }
+            len += piece.len();
+        };
+        put("{");
+        escape_into(self.key, &mut put);
+        put("}");
+        put(self.suffix);
+        if fits {
+            out.write_arg(&buffer[..len]);
+        } else {
+            let mut long = Vec::with_capacity(len);
+            escape_into(self.key, |piece| long.extend_from_slice(piece.as_bytes()));
+            out.write_arg(&[b"{", &long[..], b"}", self.suffix.as_bytes()].concat());
+        }
+    }
+}
+
+/// Passes `key` to `out` in pieces, with `%` and `}` written `%25` and `%7D`.
+fn escape_into(key: &str, mut out: impl FnMut(&str)) {
+    // Runs between the characters that need escaping are passed whole. Both
+    // are ASCII, so a byte search finds them (a `char` pattern decodes every
+    // character, which cost more than the rest of building the key).
     let mut rest = key;
-    while let Some(at) = rest.find(['%', '}']) {
-        out.push_str(&rest[..at]);
-        out.push_str(if rest.as_bytes()[at] == b'%' {
+    while let Some(at) = rest.bytes().position(|byte| byte == b'%' || byte == b'}') {
+        out(&rest[..at]);
+        out(if rest.as_bytes()[at] == b'%' {
             "%25"
         } else {
             "%7D"
         });
         rest = &rest[at + 1..];
     }
-    out.push_str(rest);
+    out(rest);
 }
 
 /// The `SCAN ... MATCH` pattern of every lease whose store key starts with
@@ -51,7 +131,7 @@ fn escape_into(key: &str, out: &mut String) {
 /// character, so companions (`...}:waiters`, `...}:fence`) never match.
 pub(super) fn lease_pattern(prefix: &str) -> String {
     let mut escaped = String::with_capacity(prefix.len() + 4);
-    escape_into(prefix, &mut escaped);
+    escape_into(prefix, |piece| escaped.push_str(piece));
     let mut pattern = String::with_capacity(escaped.len() + 8);
     pattern.push('{');
     for c in escaped.chars() {
@@ -87,26 +167,13 @@ pub(super) fn store_key_of(lease: &str) -> Option<String> {
     Some(key)
 }
 
-/// The Redis key marking that somebody waits for the lease `lease`; same slot.
-pub(super) fn waiters_key(lease: &str) -> String {
-    suffixed(lease, ":waiters")
-}
+/// What follows a lease key in its "somebody waits" marker's key; same slot.
+const WAITERS_SUFFIX: &str = ":waiters";
 
-/// `lease` followed by `suffix`, without the formatting machinery (this runs
-/// on every release).
-fn suffixed(lease: &str, suffix: &str) -> String {
-    let mut key = String::with_capacity(lease.len() + suffix.len());
-    key.push_str(lease);
-    key.push_str(suffix);
-    key
-}
-
-/// The Redis key of the fencing counter of the lease `lease`; same slot. It
-/// has no expiry: a counter that vanished would start again at 1 and hand
+/// What follows a lease key in its fencing counter's key; same slot. The
+/// counter has no expiry: one that vanished would start again at 1 and hand
 /// out tokens older than ones already seen.
-pub(super) fn fence_key(lease: &str) -> String {
-    suffixed(lease, ":fence")
-}
+const FENCE_SUFFIX: &str = ":fence";
 
 /// `duration` in whole milliseconds, rounded up (a lease is kept at least as
 /// long as asked, never less), and at least 1.
@@ -119,6 +186,23 @@ pub(super) fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes `arg` puts in a command, as text.
+    fn written(arg: KeyArg<'_>) -> String {
+        let mut args = arg.to_redis_args();
+        assert_eq!(args.len(), 1, "a key is one argument");
+        String::from_utf8(args.remove(0)).expect("a key written from text is text")
+    }
+
+    #[test]
+    fn a_key_argument_writes_the_lease_key_and_its_companions_suffixes() {
+        for key in ["lock:a", "lock:{x}", "100%", "ünï}%"] {
+            let lease = lease_key(key).expect("non-empty key");
+            assert_eq!(written(KeyArg::lease(key)), lease);
+            assert_eq!(written(KeyArg::waiters(key)), format!("{lease}:waiters"));
+            assert_eq!(written(KeyArg::fence(key)), format!("{lease}:fence"));
+        }
+    }
 
     /// The slot Redis Cluster computes for a key, following its hash tag rule.
     fn slot(key: &str) -> u16 {
@@ -177,7 +261,7 @@ mod tests {
             let lease = lease_key(key).expect("non-empty key");
             assert_eq!(
                 slot(&lease),
-                slot(&waiters_key(&lease)),
+                slot(&written(KeyArg::waiters(key))),
                 "lease {lease:?} and its marker must share a slot"
             );
             assert_eq!(
@@ -263,14 +347,15 @@ mod tests {
         for prefix in ["lock:", "a*b?[c]\\d}%:", ""] {
             let pattern = lease_pattern(prefix);
             for name in ["x", "reports:{acme}", "*", "%7D}"] {
-                let lease = lease_key(&format!("{prefix}{name}")).expect("non-empty");
+                let key = format!("{prefix}{name}");
+                let lease = lease_key(&key).expect("non-empty");
                 assert!(matches(&pattern, &lease), "{pattern} must match {lease}");
                 assert!(
-                    !matches(&pattern, &waiters_key(&lease)),
+                    !matches(&pattern, &written(KeyArg::waiters(&key))),
                     "{pattern} must not match the marker of {lease}"
                 );
                 assert!(
-                    !matches(&pattern, &fence_key(&lease)),
+                    !matches(&pattern, &written(KeyArg::fence(&key))),
                     "{pattern} must not match the counter of {lease}"
                 );
                 assert_eq!(

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 pub use self::config::RedisConfig;
 use self::connect::Connection;
-use self::keys::{fence_key, lease_key, millis, waiters_key};
+use self::keys::{KeyArg, check_key, lease_key, millis};
 use self::scripts::{Scripts, evalsha};
 use super::net::deadline::CallError;
 use super::net::waiters::Waiters;
@@ -269,11 +269,11 @@ impl RedisStore {
         marker: bool,
         args: impl FnOnce(&mut Cmd),
     ) -> Result<T> {
-        let lease = lease_key(key)?;
+        check_key(key)?;
         let mut call = if marker {
-            evalsha(script, &[&lease, &waiters_key(&lease)])
+            evalsha(script, &[KeyArg::lease(key), KeyArg::waiters(key)])
         } else {
-            evalsha(script, &[&lease])
+            evalsha(script, &[KeyArg::lease(key)])
         };
         args(&mut call);
         self.invoke(operation, key, script, &call).await
@@ -314,9 +314,14 @@ impl RedisStore {
     /// so it is not read; and a native command costs the server a fraction of
     /// a script call, which is what bounds throughput when many tasks share
     /// one Redis.
-    async fn acquire_plain(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
-        let mut set = ::redis::cmd("SET");
-        set.arg(lease)
+    async fn acquire_plain(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+        // Sized once, as `evalsha` does: a command grown argument by argument
+        // reallocates its buffers several times, which cost more client CPU
+        // than the rest of the call.
+        let key = KeyArg::lease(request.key);
+        let mut set = Cmd::with_capacity(6, 32 + key.len_hint() + request.token.len());
+        set.arg("SET")
+            .arg(key)
             .arg(request.token)
             .arg("NX")
             .arg("PX")
@@ -339,12 +344,17 @@ impl RedisStore {
     /// An acquire that waits or wants a fencing token: one script, so that
     /// marking the key as waited for (or taking the next fencing token)
     /// happens atomically with the set-if-absent.
-    async fn acquire_scripted(&self, request: AcquireRequest<'_>, lease: &str) -> Result<Attempt> {
+    async fn acquire_scripted(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
         // Before the script: a release that lands between the script and our
         // sleep must still wake us.
-        let interest = request.wake.then(|| self.shared.waiters.register(lease));
+        let interest = match request.wake {
+            true => Some(self.shared.waiters.register(&lease_key(request.key)?)),
+            false => None,
+        };
         let script = &self.shared.scripts.acquire;
-        let mut call = evalsha(script, &[lease, &waiters_key(lease), &fence_key(lease)]);
+        let key = request.key;
+        let keys = [KeyArg::lease(key), KeyArg::waiters(key), KeyArg::fence(key)];
+        let mut call = evalsha(script, &keys);
         call.arg(request.token)
             .arg(millis(request.ttl))
             .arg(if request.wake { "1" } else { "0" })
@@ -368,13 +378,13 @@ impl RedisStore {
 impl LockStore for RedisStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
-            let lease = lease_key(request.key)?;
+            check_key(request.key)?;
             // A failed or dropped acquire may still have set the lease on
             // the server; the runtime gives it back (see the store contract).
             if request.wake || request.fenced {
-                self.acquire_scripted(request, &lease).await
+                self.acquire_scripted(request).await
             } else {
-                self.acquire_plain(request, &lease).await
+                self.acquire_plain(request).await
             }
         })
     }

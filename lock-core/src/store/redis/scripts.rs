@@ -7,6 +7,8 @@
 
 use ::redis::{Cmd, Script};
 
+use super::keys::KeyArg;
+
 /// The scripts, compiled (hashed) once per store.
 pub(super) struct Scripts {
     pub(super) acquire: Script,
@@ -43,14 +45,14 @@ impl Scripts {
 /// arguments to. Built as one command rather than through
 /// `Script::prepare_invoke`, which copies every key and argument into
 /// buffers of its own on each call.
-pub(super) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+pub(super) fn evalsha(script: &Script, keys: &[KeyArg<'_>]) -> Cmd {
     // Sized once: the hash, the key count, the keys, and room for the few
     // short arguments every script here takes, so the buffer never regrows.
-    let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
+    let key_bytes: usize = keys.iter().map(KeyArg::len_hint).sum();
     let mut call = Cmd::with_capacity(keys.len() + 8, 64 + key_bytes + 128);
     call.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
     for key in keys {
-        call.arg(*key);
+        call.arg(key);
     }
     call
 }
