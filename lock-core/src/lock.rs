@@ -697,23 +697,14 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// `prefix` followed by `name`, in one allocation: assembled on the stack
-/// when it fits (this runs for every `#[locked]` call).
+/// `prefix` followed by `name`, in one allocation (this runs for every
+/// `#[locked]` call).
 fn joined(prefix: &str, name: &str) -> Arc<str> {
-    let mut buffer = [0u8; 192];
-    let len = prefix.len() + name.len();
-    if let Some(out) = buffer.get_mut(..len) {
-        out[..prefix.len()].copy_from_slice(prefix.as_bytes());
-        out[prefix.len()..].copy_from_slice(name.as_bytes());
-        // Two whole strings end to end are valid UTF-8: never the fallback.
-        if let Ok(key) = std::str::from_utf8(out) {
-            return Arc::from(key);
-        }
-    }
-    let mut key = String::with_capacity(len);
-    key.push_str(prefix);
-    key.push_str(name);
-    Arc::from(key)
+    crate::token::with_scratch(|scratch| {
+        scratch.push_str(prefix);
+        scratch.push_str(name);
+        Arc::from(scratch.as_str())
+    })
 }
 
 /// Resolves when any of `wakeups` does.
