@@ -294,7 +294,10 @@ impl Lock {
                 0
             };
             let mut shortest: Option<Duration> = None;
-            wakeups.clear();
+            // The last round's registrations stay until this round's are
+            // made: a store that listens per key keeps listening between
+            // attempts instead of stopping and starting again each time.
+            let previous = std::mem::take(&mut wakeups);
             for offset in 0..slots.len() {
                 let slot = &slots[(first + offset) % slots.len()];
                 let attempt = AcquireRequest {
@@ -346,6 +349,7 @@ impl Lock {
                     }
                 }
             }
+            drop(previous);
             let left = match deadline {
                 Some(deadline) => deadline.saturating_duration_since(Instant::now()),
                 None => Duration::MAX,
