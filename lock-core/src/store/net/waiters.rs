@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Which keys this process's waiters are waiting for, by whatever key the
 /// store's release messages carry (Redis: the lease key `{lock:name}`).
@@ -26,9 +27,51 @@ use tokio::sync::futures::OwnedNotified;
 #[derive(Default)]
 pub(crate) struct Waiters {
     keys: Mutex<HashMap<Box<str>, Arc<Notify>>>,
+    /// Where the first waiter for a key and the last one leaving are
+    /// announced, for a store that listens per key (see [`Waiters::watched`]).
+    watch: Option<UnboundedSender<Watch>>,
+}
+
+/// A change in which keys this process waits for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// The first waiter for this key arrived: start listening for its
+    /// releases, then [`wake_key`](Waiters::wake_key) it once, since a
+    /// release may have come before the listening started.
+    Start(Box<str>),
+    /// The last waiter for this key left: stop listening.
+    Stop(Box<str>),
 }
 
 impl Waiters {
+    /// A registry that announces, in order, each key gaining its first
+    /// waiter and losing its last: for a store whose notifications are per
+    /// key, so a process listens only for the keys it waits for.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn watched() -> (Self, UnboundedReceiver<Watch>) {
+        let (sender, receiver) = unbounded_channel();
+        let waiters = Waiters {
+            keys: Mutex::default(),
+            watch: Some(sender),
+        };
+        (waiters, receiver)
+    }
+
+    /// Every key somebody waits for now.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn keys(&self) -> Vec<Box<str>> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Announces `change`; called under the map's lock, so announcements are
+    /// in the order the map changed. A listener that is gone has nothing to
+    /// start or stop.
+    fn announce(&self, change: impl FnOnce() -> Watch) {
+        if let Some(watch) = &self.watch {
+            let _ = watch.send(change());
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Arc<Notify>>> {
         // Nothing in this module panics while holding the lock, and the map
         // stays consistent at every step; a poisoned lock is still usable.
@@ -55,6 +98,7 @@ impl Waiters {
                 None => {
                     let notify = Arc::new(Notify::new());
                     keys.insert(key.into(), Arc::clone(&notify));
+                    self.announce(|| Watch::Start(key.into()));
                     notify
                 }
             }
@@ -74,6 +118,15 @@ impl Waiters {
     pub(crate) fn released(&self, key: &str) {
         if let Some(notify) = self.lock().get(key) {
             notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiter of `key` (each retries once): used when listening
+    /// for `key` has just started, since a release may have come before.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn wake_key(&self, key: &str) {
+        if let Some(notify) = self.lock().get(key) {
+            notify.notify_waiters();
         }
     }
 
@@ -116,6 +169,8 @@ impl Drop for Interest {
             .is_some_and(|notify| Arc::strong_count(notify) <= 2)
         {
             keys.remove(&*self.key);
+            self.waiters
+                .announce(|| Watch::Stop(std::mem::take(&mut self.key)));
         }
     }
 }
@@ -136,6 +191,37 @@ mod tests {
         assert_eq!(waiters.len(), 1, "the second waiter keeps the entry");
         drop(second);
         assert_eq!(waiters.len(), 0, "the last waiter removes it");
+    }
+
+    #[test]
+    fn the_first_waiter_for_a_key_and_the_last_to_leave_are_announced_once() {
+        // A store listening per key subscribes on Start and unsubscribes on
+        // Stop; a second waiter for the same key must change neither.
+        let (waiters, mut changes) = Waiters::watched();
+        let waiters = Arc::new(waiters);
+        let first = waiters.register("a");
+        let second = waiters.register("a");
+        let other = waiters.register("b");
+        drop(first);
+        drop(second);
+        let again = waiters.register("a");
+        drop(other);
+        drop(again);
+        let mut seen = Vec::new();
+        while let Ok(change) = changes.try_recv() {
+            seen.push(change);
+        }
+        assert_eq!(
+            seen,
+            [
+                Watch::Start("a".into()),
+                Watch::Start("b".into()),
+                Watch::Stop("a".into()),
+                Watch::Start("a".into()),
+                Watch::Stop("b".into()),
+                Watch::Stop("a".into()),
+            ]
+        );
     }
 
     #[tokio::test]
