@@ -350,6 +350,133 @@ async fn on_a_cluster_a_waiter_elsewhere_is_woken_by_the_release() {
     .await;
 }
 
+/// The channels with at least one subscriber whose names end with
+/// `suffix`, sorted, each with its number of subscribers.
+async fn subscribed(
+    data: &mut redis::aio::MultiplexedConnection,
+    suffix: &str,
+) -> Vec<(String, u64)> {
+    let mut channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg(format!("*{suffix}"))
+        .query_async(data)
+        .await
+        .expect("PUBSUB CHANNELS");
+    channels.sort();
+    if channels.is_empty() {
+        return Vec::new();
+    }
+    let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(&channels)
+        .query_async(data)
+        .await
+        .expect("PUBSUB NUMSUB");
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_waiting_on_one_lock_hears_no_releases_of_another() {
+    // Three stores stand for three processes: `h` holds A and B, `a` waits
+    // for A, `b` waits for B. B changes hands 20 times under `b`'s waiting;
+    // the server delivers a channel's messages only to its subscribers, and
+    // A's waiter is subscribed to A's channel alone, so it hears none of B's
+    // releases, and an idle store hears nothing at all.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let channel = unique("releases");
+    let store = || RedisStore::connect_with(&url, RedisConfig::new().channel(channel.clone()));
+    let prefix = unique("per-lock");
+    let h = LockManager::new(store().await.expect("connect")).with_prefix(&prefix);
+    let a = LockManager::new(store().await.expect("connect")).with_prefix(&prefix);
+    let b = LockManager::new(store().await.expect("connect")).with_prefix(&prefix);
+    let _idle = store().await.expect("connect");
+    let mut data = data_connection(&url).await;
+    let channel_of = |name: &str| format!("{{{prefix}{name}}}:{channel}");
+    assert_eq!(
+        subscribed(&mut data, &channel).await,
+        [],
+        "nobody waits yet"
+    );
+
+    let held_a = h
+        .lock("A", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiting_a = {
+        let lock = a.lock("A", LONG).wait_for(Duration::from_secs(60));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    for round in 0..20 {
+        let held_b = h
+            .lock("B", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let waiting_b = {
+            let lock = b.lock("B", LONG).wait_for(Duration::from_secs(60));
+            tokio::spawn(async move { lock.acquire().await })
+        };
+        // Until both waiters' subscriptions are confirmed.
+        let started = Instant::now();
+        let expected = vec![(channel_of("A"), 1), (channel_of("B"), 1)];
+        loop {
+            let now = subscribed(&mut data, &channel).await;
+            if now == expected {
+                break;
+            }
+            assert!(
+                started.elapsed() < HANG_GUARD,
+                "round {round}: each waiter subscribed to its own lock's channel only, saw {now:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        held_b.release().await.expect("release");
+        let got = tokio::time::timeout(HANG_GUARD, waiting_b)
+            .await
+            .expect("B's waiter is woken by B's release")
+            .expect("task")
+            .expect("acquire")
+            .expect("B's waiter got B");
+        got.release().await.expect("release");
+        assert!(
+            !waiting_a.is_finished(),
+            "A is still held: its waiter waits on"
+        );
+    }
+    // B's waiter is gone, and so is its subscription; A's stays.
+    let started = Instant::now();
+    while subscribed(&mut data, &channel).await != [(channel_of("A"), 1)] {
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "B's channel unsubscribed once nobody waits for B"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    held_a.release().await.expect("release");
+    tokio::time::timeout(HANG_GUARD, waiting_a)
+        .await
+        .expect("A's waiter is woken by A's release")
+        .expect("task")
+        .expect("acquire")
+        .expect("A's waiter got A")
+        .release()
+        .await
+        .expect("release");
+    let started = Instant::now();
+    while !subscribed(&mut data, &channel).await.is_empty() {
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "no subscriptions once nobody waits"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn cross_store_wakeup(holder_store: RedisStore, waiter_store: RedisStore) {
     let prefix = unique("wakeup");
     let holding = LockManager::new(holder_store).with_prefix(&prefix);
@@ -588,6 +715,145 @@ fn owner_of(slot: u16, port: u16) -> (String, u16) {
         }
     }
     panic!("no node serves slot {slot}: {nodes}");
+}
+
+/// The shard channels with a subscriber on the node at `port`.
+fn shard_channels(port: u16) -> Vec<String> {
+    let mut node = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
+        .expect("connect to a node");
+    redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .query(&mut node)
+        .expect("PUBSUB SHARDCHANNELS")
+}
+
+/// Polls until `check` holds, or fails with `what` after the hang guard.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < HANG_GUARD, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slot_when_it_moves() {
+    // Sharded pub/sub: the waiter's subscription sits on the primary that
+    // owns the lease's slot, and on no other node. When the slot moves, that
+    // primary drops the subscription; the store must subscribe again on the
+    // new owner, or the release (published there) would never reach it and
+    // the waiter would sleep until the holder's TTL.
+    if !harness::redis_server_installed() {
+        harness::unavailable::<()>(
+            "the sharded subscription test",
+            "redis-server is not on PATH",
+        );
+        return;
+    }
+    let cluster = harness::RedisCluster::start(3).expect("a cluster of our own");
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let holding =
+        LockManager::new(RedisStore::cluster(&seeds).await.expect("connect")).with_prefix("shard:");
+    let waiting =
+        LockManager::new(RedisStore::cluster(&seeds).await.expect("connect")).with_prefix("shard:");
+    let lease_key = "{shard:moving}";
+    let channel = format!("{lease_key}:lock-core:released");
+    let all = ports(&urls);
+    let slot: u16 = harness::command(all[0], &["CLUSTER", "KEYSLOT", lease_key])
+        .expect("CLUSTER KEYSLOT")
+        .parse()
+        .expect("a slot");
+    let (source_id, source) = owner_of(slot, all[0]);
+    let target = *all
+        .iter()
+        .find(|port| **port != source)
+        .expect("another primary");
+    let target_id = harness::command(target, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
+
+    let guard = holding
+        .lock("moving", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = {
+        let lock = waiting
+            .lock("moving", LONG)
+            .wait_for(Duration::from_secs(60));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    eventually("the waiter subscribes on the slot's owner", || {
+        shard_channels(source).contains(&channel)
+    })
+    .await;
+    for port in &all {
+        if *port != source {
+            assert!(
+                !shard_channels(*port).contains(&channel),
+                "no subscription on a node that does not own the slot ({port})"
+            );
+        }
+    }
+
+    // Move the slot, with the lease and its waiters marker, to `target`.
+    let slot_arg = slot.to_string();
+    harness::command(
+        target,
+        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
+    )
+    .expect("IMPORTING");
+    harness::command(
+        source,
+        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
+    )
+    .expect("MIGRATING");
+    let target_port = target.to_string();
+    let marker = format!("{lease_key}:waiters");
+    harness::command(
+        source,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &target_port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            lease_key,
+            &marker,
+        ],
+    )
+    .expect("MIGRATE the lease and its marker");
+    for port in &all {
+        harness::command(
+            *port,
+            &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id],
+        )
+        .expect("SETSLOT NODE");
+    }
+    eventually("the subscription follows the slot to its new owner", || {
+        shard_channels(target).contains(&channel) && !shard_channels(source).contains(&channel)
+    })
+    .await;
+
+    // The release is published on the new owner; it must wake the waiter
+    // long before the holder's 60 s TTL.
+    assert!(guard.release().await.expect("release"), "still ours");
+    let got = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("the release wakes the waiter after the slot moved")
+        .expect("task")
+        .expect("acquire")
+        .expect("the waiter gets the lock");
+    got.release().await.expect("release");
+    eventually("no subscription once nobody waits", || {
+        all.iter()
+            .all(|port| !shard_channels(*port).contains(&channel))
+    })
+    .await;
+    drop(cluster);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

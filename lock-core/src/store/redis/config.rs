@@ -8,7 +8,7 @@ const DEFAULT_CHANNEL: &str = "lock-core:released";
 /// The default bound on every call.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// How a [`RedisStore`](super::RedisStore) behaves: its time bound and its release channel.
+/// How a [`RedisStore`](super::RedisStore) behaves: its time bound and its release channels.
 ///
 /// ```
 /// use std::time::Duration;
@@ -36,7 +36,7 @@ impl Default for RedisConfig {
 }
 
 impl RedisConfig {
-    /// The defaults: a 3 s timeout and the channel `lock-core:released`.
+    /// The defaults: a 3 s timeout and the channel prefix `lock-core:released`.
     pub fn new() -> Self {
         Self::default()
     }
@@ -54,13 +54,14 @@ impl RedisConfig {
         }
     }
 
-    /// The pub/sub channel releases are announced on. Default
-    /// `lock-core:released`.
+    /// The prefix of the pub/sub channels releases are announced on. Default
+    /// `lock-core:released`: the releases of the lease `{lock:reports:acme}`
+    /// go to `lock-core:released:{lock:reports:acme}`, which only processes
+    /// waiting for that lock subscribe to.
     ///
-    /// Every process sharing locks must use the same channel, or waiters in
+    /// Every process sharing locks must use the same prefix, or waiters in
     /// one will not hear releases from another (they still wake when the
-    /// holder's TTL runs out). A separate channel per application keeps one
-    /// application's releases from reaching another's subscription.
+    /// holder's TTL runs out).
     pub fn channel(self, channel: impl Into<String>) -> Self {
         RedisConfig {
             channel: channel.into(),

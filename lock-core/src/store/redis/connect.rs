@@ -13,6 +13,7 @@ use ::redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use super::Shared;
 use super::config::RedisConfig;
 use super::scripts::Scripts;
+use super::sharded::ShardedListener;
 use super::wakeups::Listener;
 use crate::store::net::deadline::{CallError, Deadline};
 use crate::store::net::waiters::Waiters;
@@ -178,14 +179,53 @@ async fn start(
             .await
             .map_err(|e| connect_error(&joined, e))?;
     }
-    let waiters = Arc::new(Waiters::default());
+    let (waiters, changes) = Waiters::watched();
+    let waiters = Arc::new(waiters);
+    // On a cluster, sharded pub/sub when every node has it (Redis 7): a
+    // release's message then stays on the shard that owns the key.
+    let changes = match &connection {
+        Connection::Cluster(_) => {
+            match ShardedListener::connect(
+                &subscribers,
+                config.channel.clone(),
+                config.timeout,
+                Arc::clone(&waiters),
+                changes,
+            )
+            .await
+            {
+                Ok(listener) => {
+                    return Ok(Shared {
+                        connection,
+                        scripts,
+                        waiters,
+                        config,
+                        nodes,
+                        listener: tokio::spawn(listener.run()),
+                        publish: "SPUBLISH",
+                    });
+                }
+                Err((error, changes)) => {
+                    tracing::info!(
+                        %error,
+                        "no sharded pub/sub on this cluster (it needs Redis 7 and RESP3); \
+                         releases are announced with PUBLISH, which reaches every node"
+                    );
+                    changes
+                }
+            }
+        }
+        Connection::Single(_) => changes,
+    };
     let listener = Listener {
         subscribers,
         channel: config.channel.clone(),
         timeout: config.timeout,
         waiters: Arc::clone(&waiters),
+        changes,
     };
-    // Subscribe before returning, so the very first waiter can be woken.
+    // Connected before returning, so the very first waiter's subscription
+    // is one command away.
     let (index, subscription) = listener.subscribe_any(0).await.map_err(|e| {
         Error::store(
             "subscribe",
@@ -201,6 +241,7 @@ async fn start(
         config,
         nodes,
         listener,
+        publish: "PUBLISH",
     })
 }
 

@@ -15,6 +15,7 @@ mod connect;
 mod keys;
 mod listing;
 mod scripts;
+mod sharded;
 mod wakeups;
 
 use std::fmt;
@@ -83,7 +84,7 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// |---|---|
 /// | acquire, not waiting | the native `SET key token NX PX ttl`, no script |
 /// | acquire, waiting or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
-/// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` |
+/// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` on the key's channel |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
 ///
 /// # Keys and cluster slots
@@ -103,27 +104,47 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///
 /// # Waking waiters without polling
 ///
-/// Each store keeps ONE pub/sub subscription, to one channel
-/// ([`RedisConfig::channel`], by default `lock-core:released`), and it serves
-/// every waiter of the process:
+/// Each store keeps ONE pub/sub connection, and on it subscribes to the
+/// release channel of each lock this process waits for, and only those:
+/// `<channel>:<lease key>` ([`RedisConfig::channel`] is the prefix, by
+/// default `lock-core:released`), subscribed when the process's first
+/// waiter for that lock arrives and unsubscribed when its last one leaves.
+/// A release is published on its lock's channel only, so it reaches the
+/// processes waiting for that lock and no others: a fleet of idle
+/// processes costs the server nothing per release.
 ///
 /// ```text
 /// waiter                         store (this process)              Redis
-/// register interest in key  -->  key -> Notify map
+/// register interest in key  -->  first waiter: SUBSCRIBE channel of key
 /// acquire script            -------------------------------->  held: PTTL, mark key as waited for
 ///                                                         <--  { held, 1830 ms }
 /// sleep: release | ttl | deadline
-///                                                     holder:  release script: DEL, PUBLISH lease key
+///                                subscription confirmed: wake waiters of key once
+/// acquire script (again)    -------------------------------->  still held: sleep
+///                                                     holder:  release script: DEL, PUBLISH on key's channel
 ///                                subscription receives key <--
 /// wake one local waiter     <--  Notify
 /// acquire script            -------------------------------->  SET NX PX ... ours
 /// ```
 ///
 /// Interest is registered *before* the acquire script is sent, so a release
-/// that races with the attempt still wakes the waiter. A release only
-/// publishes when the key is marked as waited for, so uncontended locks cost
-/// no pub/sub traffic. On a cluster a plain `PUBLISH` reaches every node, so
-/// the subscription may sit on any one of them.
+/// that races with the attempt still wakes the waiter once the subscription
+/// is up; and since a release may land before the server confirms the
+/// subscription, the waiters of a key retry once when it is confirmed. The
+/// uncontended path sends nothing to pub/sub: a release only publishes when
+/// the key is marked as waited for.
+///
+/// On a cluster of Redis 7 or later, notifications use sharded pub/sub: the
+/// channel starts with the lease key, so it is in the lease's slot; the
+/// release script's `SPUBLISH` stays on the shard that owns the key, and the
+/// store's `SSUBSCRIBE` goes to that shard (on a connection of its own that
+/// follows the slot map). When a slot moves, its old owner drops the
+/// subscriptions of its channels; the store subscribes again through the
+/// new owner and wakes that lock's waiters once. A cluster without sharded
+/// pub/sub (before Redis 7, or refusing RESP3) gets plain `PUBLISH`, which
+/// every node forwards to every other, with the subscriptions on one node;
+/// the store logs which at INFO when it connects, and `Debug` shows it
+/// (`publish: "SPUBLISH"` or `"PUBLISH"`).
 ///
 /// # Faults
 ///
@@ -157,6 +178,9 @@ struct Shared {
     /// `host:port` of each node given, for `Debug`. Never a password.
     nodes: Vec<String>,
     listener: JoinHandle<()>,
+    /// How releases are announced: `PUBLISH`, or `SPUBLISH` on a cluster
+    /// that has sharded pub/sub.
+    publish: &'static str,
 }
 
 impl Drop for Shared {
@@ -394,7 +418,9 @@ impl LockStore for RedisStore {
             let script = &self.shared.scripts.release;
             let released: i64 = self
                 .on_lease("release", key, script, true, |call| {
-                    call.arg(token).arg(&self.shared.config.channel);
+                    call.arg(token)
+                        .arg(&self.shared.config.channel)
+                        .arg(self.shared.publish);
                 })
                 .await?;
             Ok(released == 1)
@@ -423,7 +449,8 @@ impl LockStore for RedisStore {
             let script = &self.shared.scripts.force_release;
             let released: i64 = self
                 .on_lease("force-release", key, script, true, |call| {
-                    call.arg(&self.shared.config.channel);
+                    call.arg(&self.shared.config.channel)
+                        .arg(self.shared.publish);
                 })
                 .await?;
             Ok(released == 1)
@@ -483,6 +510,7 @@ impl fmt::Debug for RedisStore {
             .field("mode", &mode)
             .field("nodes", &self.shared.nodes)
             .field("channel", &self.shared.config.channel)
+            .field("publish", &self.shared.publish)
             .field("timeout", &self.shared.config.timeout)
             .field("waited_keys", &self.shared.waiters.len())
             .finish()

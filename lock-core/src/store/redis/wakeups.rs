@@ -1,6 +1,7 @@
-//! The store's one release subscription: hears every release announced on
-//! the channel and wakes this process's waiters for that key (the sequence
-//! is drawn in [`RedisStore`](super::RedisStore)'s docs).
+//! The store's one pub/sub connection: subscribed to the release channel of
+//! each lock this process waits for, and only those, it wakes this process's
+//! waiters for that key (the sequence is drawn in
+//! [`RedisStore`](super::RedisStore)'s docs).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use futures_util::StreamExt;
 
 use crate::store::net::backoff::Backoff;
 use crate::store::net::deadline::{CallError, Deadline};
-use crate::store::net::waiters::Waiters;
+use crate::store::net::waiters::{Waiters, Watch};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How often the subscription checks that its server still answers.
 const PING_EVERY: Duration = Duration::from_secs(5);
@@ -24,12 +26,35 @@ const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
 /// first attempt to resubscribe comes after the shortest pause again.
 const SUBSCRIPTION_HEALTHY: Duration = Duration::from_secs(10);
 
-/// The background task holding the store's one subscription.
+/// The channel the releases of the lease `lease` are published on, when
+/// somebody waits for it: `<lease key>:<suffix>`, for example
+/// `{lock:reports:acme}:lock-core:released`. Starting with the lease key
+/// makes the key's hash tag the channel's, so on a cluster the channel is in
+/// the lease's slot (what sharded pub/sub needs) whatever the suffix holds.
+/// The release script builds the same name.
+pub(super) fn release_channel(suffix: &str, lease: &str) -> String {
+    let mut channel = String::with_capacity(lease.len() + 1 + suffix.len());
+    channel.push_str(lease);
+    channel.push(':');
+    channel.push_str(suffix);
+    channel
+}
+
+/// The lease key a release channel is for: the inverse of
+/// [`release_channel`].
+pub(super) fn key_of_channel<'a>(channel: &'a str, suffix: &str) -> Option<&'a str> {
+    channel.strip_suffix(suffix)?.strip_suffix(':')
+}
+
+/// The background task holding the store's one pub/sub connection.
 pub(super) struct Listener {
     pub(super) subscribers: Vec<Client>,
+    /// The suffix of every release channel ([`RedisConfig::channel`](super::RedisConfig::channel)).
     pub(super) channel: String,
     pub(super) timeout: Duration,
     pub(super) waiters: Arc<Waiters>,
+    /// Which keys gained their first local waiter or lost their last.
+    pub(super) changes: UnboundedReceiver<Watch>,
 }
 
 pub(super) type Subscription = (PubSubSink, PubSubStream);
@@ -51,11 +76,21 @@ impl Listener {
         Err(last)
     }
 
+    /// Opens a pub/sub connection to `client`'s node, subscribed to the
+    /// release channel of every key somebody waits for now.
     async fn subscribe(&self, client: &Client) -> Result<Subscription, CallError<RedisError>> {
+        let channels: Vec<String> = self
+            .waiters
+            .keys()
+            .iter()
+            .map(|key| release_channel(&self.channel, key))
+            .collect();
         self.deadline()
             .bound(async {
                 let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(&self.channel).await?;
+                if !channels.is_empty() {
+                    pubsub.subscribe(&channels).await?;
+                }
                 Ok::<_, RedisError>(pubsub.split())
             })
             .await
@@ -73,7 +108,7 @@ impl Listener {
     /// accepts subscriptions and closes them gets one attempt per pause, not
     /// hundreds a second, and the waiters (woken after each resubscription,
     /// in case a release went unheard) are woken at most once per pause.
-    pub(super) async fn run(self, mut index: usize, first: Subscription) {
+    pub(super) async fn run(mut self, mut index: usize, first: Subscription) {
         let mut subscription = Some(first);
         let mut backoff = Backoff::new(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX, SUBSCRIPTION_HEALTHY);
         loop {
@@ -100,8 +135,10 @@ impl Listener {
         }
     }
 
-    /// Dispatches messages until the connection ends or stops answering.
-    async fn serve(&self, mut sink: PubSubSink, mut stream: PubSubStream) {
+    /// Dispatches messages, and subscribes and unsubscribes as keys gain
+    /// their first local waiter and lose their last, until the connection
+    /// ends or stops answering.
+    async fn serve(&mut self, mut sink: PubSubSink, mut stream: PubSubStream) {
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.tick().await;
@@ -113,6 +150,11 @@ impl Listener {
                         self.waiters.released(key);
                     }
                 }
+                Some(change) = self.changes.recv() => {
+                    if self.follow(&mut sink, change).await.is_err() {
+                        return;
+                    }
+                }
                 _ = ping.tick() => {
                     if self.deadline().bound(sink.ping::<Value>()).await.is_err() {
                         return;
@@ -120,5 +162,46 @@ impl Listener {
                 }
             }
         }
+    }
+
+    /// Subscribes to a key's release channel when its first local waiter
+    /// arrives, then wakes its waiters once: they registered (and may have
+    /// gone to sleep) before the subscription was confirmed, and a release
+    /// in between went unheard. Unsubscribes when the last one leaves.
+    async fn follow(
+        &self,
+        sink: &mut PubSubSink,
+        change: Watch,
+    ) -> Result<(), CallError<RedisError>> {
+        match change {
+            Watch::Start(key) => {
+                let channel = release_channel(&self.channel, &key);
+                self.deadline().bound(sink.subscribe(&channel)).await?;
+                self.waiters.wake_key(&key);
+            }
+            Watch::Stop(key) => {
+                let channel = release_channel(&self.channel, &key);
+                self.deadline().bound(sink.unsubscribe(&channel)).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_channel_starts_with_its_lease_key_and_gives_it_back() {
+        // Starting with the lease key puts the channel in the lease's slot
+        // (its hash tag), which sharded pub/sub needs.
+        let channel = release_channel("lock-core:released", "{lock:reports:acme}");
+        assert_eq!(channel, "{lock:reports:acme}:lock-core:released");
+        assert_eq!(
+            key_of_channel(&channel, "lock-core:released"),
+            Some("{lock:reports:acme}")
+        );
+        assert_eq!(key_of_channel(&channel, "other"), None);
     }
 }
