@@ -191,6 +191,7 @@ fn main() {
             && !wanted("redis-default-runtime")
             && !wanted("redis-handoff")
             && !wanted("redis-contention")
+            && !wanted("redis-fleet")
         {
             return;
         }
@@ -226,6 +227,9 @@ fn main() {
         }
         if wanted("redis-contention") {
             redis_contention(&url, &mut rows).await;
+        }
+        if wanted("redis-fleet") {
+            redis_fleet(&url, &mut rows).await;
         }
     });
 
@@ -762,6 +766,16 @@ async fn contention(locks: &LockManager) -> f64 {
 /// `permits` (waiting for it), each section holding it for `hold`; and how
 /// many sections each task completed.
 async fn contention_with(locks: &LockManager, permits: u32, hold: Duration) -> (f64, Vec<u64>) {
+    contention_of(locks, 64, permits, hold).await
+}
+
+/// [`contention_with`] with `tasks` tasks.
+async fn contention_of(
+    locks: &LockManager,
+    tasks: usize,
+    permits: u32,
+    hold: Duration,
+) -> (f64, Vec<u64>) {
     let name = format!("bench:contended:{}", rand::random::<u32>());
     let lock = locks
         .lock(name, TTL)
@@ -770,7 +784,7 @@ async fn contention_with(locks: &LockManager, permits: u32, hold: Duration) -> (
     let span = Duration::from_secs(3);
     let started = Instant::now();
     let deadline = started + span;
-    let workers: Vec<_> = (0..64)
+    let workers: Vec<_> = (0..tasks)
         .map(|_| {
             let lock = lock.clone();
             tokio::spawn(async move {
@@ -1149,6 +1163,80 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
             baseline_name: "most sections of a task".to_owned(),
             baseline: most as f64,
             target: None,
+            paired: None,
+        });
+    }
+}
+
+/// Redis's own CPU time so far (user + system), from `INFO cpu`.
+async fn redis_cpu(data: &mut redis::aio::MultiplexedConnection) -> Duration {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(data)
+        .await
+        .expect("INFO cpu");
+    let seconds: f64 = info
+        .lines()
+        .filter_map(|line| {
+            let (field, value) = line.trim().split_once(':')?;
+            matches!(field, "used_cpu_user" | "used_cpu_sys").then(|| value.parse::<f64>().ok())?
+        })
+        .sum();
+    Duration::from_secs_f64(seconds)
+}
+
+/// 16 tasks taking turns on one lock with `wait` while K other stores (as
+/// other processes of a fleet would) are connected and idle: contended
+/// handoffs per second and Redis CPU per handoff, for K = 0, 50 and 200.
+/// Releases are published on the lock's own channel, which only processes
+/// waiting for that lock subscribe to, so the idle stores cost nothing.
+async fn redis_fleet(url: &str, rows: &mut Vec<Row>) {
+    let mut data = redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let mut idle = Vec::new();
+    let mut figures = Vec::new();
+    for fleet in [0_usize, 50, 200] {
+        while idle.len() < fleet {
+            idle.push(
+                RedisStore::connect(url)
+                    .await
+                    .expect("connect an idle store"),
+            );
+        }
+        let store = RedisStore::connect(url).await.expect("connect");
+        let locks =
+            LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+        let cpu_before = redis_cpu(&mut data).await;
+        let (rate, per_task) = contention_of(&locks, 16, 1, Duration::ZERO).await;
+        let cpu = redis_cpu(&mut data).await.saturating_sub(cpu_before);
+        let handoffs = per_task.iter().sum::<u64>().max(1);
+        let cpu_per_handoff = cpu.as_secs_f64() * 1e6 / handoffs as f64;
+        figures.push((fleet, rate, cpu_per_handoff));
+    }
+    let (_, base_rate, base_cpu) = figures[0];
+    for (fleet, rate, cpu) in figures {
+        let compared = fleet > 0;
+        rows.push(Row {
+            section: "redis",
+            what: format!("16 tasks taking turns, {fleet} idle stores connected"),
+            value: rate,
+            unit: "handoffs/s",
+            baseline_name: "no idle stores".to_owned(),
+            baseline: base_rate,
+            target: compared.then_some(Target::RatioAtLeast(0.8)),
+            paired: None,
+        });
+        rows.push(Row {
+            section: "redis",
+            what: format!("Redis CPU per handoff, {fleet} idle stores connected"),
+            value: cpu,
+            unit: "us",
+            baseline_name: "no idle stores".to_owned(),
+            baseline: base_cpu,
+            target: compared.then_some(Target::RatioAtMost(1.5)),
             paired: None,
         });
     }
