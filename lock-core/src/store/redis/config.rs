@@ -36,7 +36,7 @@ impl Default for RedisConfig {
 }
 
 impl RedisConfig {
-    /// The defaults: a 3 s timeout and the channel prefix `lock-core:released`.
+    /// The defaults: a 3 s timeout and the channel suffix `lock-core:released`.
     pub fn new() -> Self {
         Self::default()
     }
@@ -54,12 +54,13 @@ impl RedisConfig {
         }
     }
 
-    /// The prefix of the pub/sub channels releases are announced on. Default
+    /// What ends the name of each lock's release channel. Default
     /// `lock-core:released`: the releases of the lease `{lock:reports:acme}`
-    /// go to `lock-core:released:{lock:reports:acme}`, which only processes
-    /// waiting for that lock subscribe to.
+    /// go to `{lock:reports:acme}:lock-core:released`, which only processes
+    /// waiting for that lock subscribe to. (The lease key comes first so
+    /// that, on a cluster, the channel is in the lease's slot.)
     ///
-    /// Every process sharing locks must use the same prefix, or waiters in
+    /// Every process sharing locks must use the same suffix, or waiters in
     /// one will not hear releases from another (they still wake when the
     /// holder's TTL runs out).
     pub fn channel(self, channel: impl Into<String>) -> Self {

@@ -106,7 +106,7 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///
 /// Each store keeps ONE pub/sub connection, and on it subscribes to the
 /// release channel of each lock this process waits for, and only those:
-/// `<channel>:<lease key>` ([`RedisConfig::channel`] is the prefix, by
+/// `<lease key>:<channel>` ([`RedisConfig::channel`] is the suffix, by
 /// default `lock-core:released`), subscribed when the process's first
 /// waiter for that lock arrives and unsubscribed when its last one leaves.
 /// A release is published on its lock's channel only, so it reaches the
