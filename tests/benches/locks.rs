@@ -766,22 +766,22 @@ async fn contention(locks: &LockManager) -> f64 {
 /// `permits` (waiting for it), each section holding it for `hold`; and how
 /// many sections each task completed.
 async fn contention_with(locks: &LockManager, permits: u32, hold: Duration) -> (f64, Vec<u64>) {
-    contention_of(locks, 64, permits, hold).await
+    contention_for(locks, 64, permits, hold, Duration::from_secs(3)).await
 }
 
-/// [`contention_with`] with `tasks` tasks.
-async fn contention_of(
+/// [`contention_with`] with `tasks` tasks, for `span`.
+async fn contention_for(
     locks: &LockManager,
     tasks: usize,
     permits: u32,
     hold: Duration,
+    span: Duration,
 ) -> (f64, Vec<u64>) {
     let name = format!("bench:contended:{}", rand::random::<u32>());
     let lock = locks
         .lock(name, TTL)
         .permits(permits)
         .wait_for(Duration::from_secs(60));
-    let span = Duration::from_secs(3);
     let started = Instant::now();
     let deadline = started + span;
     let workers: Vec<_> = (0..tasks)
@@ -1190,54 +1190,68 @@ async fn redis_cpu(data: &mut redis::aio::MultiplexedConnection) -> Duration {
 /// handoffs per second and Redis CPU per handoff, for K = 0, 50 and 200.
 /// Releases are published on the lock's own channel, which only processes
 /// waiting for that lock subscribe to, so the idle stores cost nothing.
+///
+/// 5 rounds; in each, every K is measured for 1.5 s, in a rotating order
+/// (the idle stores connected or dropped to make K), and each figure is the
+/// median over rounds of its ratio to the same round's K = 0.
 async fn redis_fleet(url: &str, rows: &mut Vec<Row>) {
+    const FLEETS: [usize; 3] = [0, 50, 200];
+    const FLEET_ROUNDS: usize = 5;
     let mut data = redis::Client::open(url)
         .expect("url")
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
+    let store = RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
     let mut idle = Vec::new();
-    let mut figures = Vec::new();
-    for fleet in [0_usize, 50, 200] {
-        while idle.len() < fleet {
-            idle.push(
-                RedisStore::connect(url)
-                    .await
-                    .expect("connect an idle store"),
-            );
+    // Per K: (handoffs/s, CPU µs per handoff) of each round.
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); FLEETS.len()];
+    for round in 0..FLEET_ROUNDS {
+        for offset in 0..FLEETS.len() {
+            let at = (round + offset) % FLEETS.len();
+            let fleet = FLEETS[at];
+            idle.truncate(fleet);
+            while idle.len() < fleet {
+                idle.push(RedisStore::connect(url).await.expect("connect an idle store"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let cpu_before = redis_cpu(&mut data).await;
+            let (rate, per_task) =
+                contention_for(&locks, 16, 1, Duration::ZERO, Duration::from_millis(1500)).await;
+            let cpu = redis_cpu(&mut data).await.saturating_sub(cpu_before);
+            let handoffs = per_task.iter().sum::<u64>().max(1);
+            measured[at].push((rate, cpu.as_secs_f64() * 1e6 / handoffs as f64));
         }
-        let store = RedisStore::connect(url).await.expect("connect");
-        let locks =
-            LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
-        let cpu_before = redis_cpu(&mut data).await;
-        let (rate, per_task) = contention_of(&locks, 16, 1, Duration::ZERO).await;
-        let cpu = redis_cpu(&mut data).await.saturating_sub(cpu_before);
-        let handoffs = per_task.iter().sum::<u64>().max(1);
-        let cpu_per_handoff = cpu.as_secs_f64() * 1e6 / handoffs as f64;
-        figures.push((fleet, rate, cpu_per_handoff));
     }
-    let (_, base_rate, base_cpu) = figures[0];
-    for (fleet, rate, cpu) in figures {
+    let base = measured[0].clone();
+    for (at, fleet) in FLEETS.into_iter().enumerate() {
+        let rounds = &measured[at];
         let compared = fleet > 0;
+        let rates = || rounds.iter().map(|(rate, _)| *rate);
+        let cpus = || rounds.iter().map(|(_, cpu)| *cpu);
+        let paired = |of: fn(&(f64, f64)) -> f64| {
+            median(rounds.iter().zip(&base).map(|(r, b)| of(r) / of(b)).collect())
+        };
         rows.push(Row {
             section: "redis",
             what: format!("16 tasks taking turns, {fleet} idle stores connected"),
-            value: rate,
+            value: median(rates().collect()),
             unit: "handoffs/s",
             baseline_name: "no idle stores".to_owned(),
-            baseline: base_rate,
+            baseline: median(base.iter().map(|(rate, _)| *rate).collect()),
             target: compared.then_some(Target::RatioAtLeast(0.8)),
-            paired: None,
+            paired: Some(paired(|(rate, _)| *rate)),
         });
         rows.push(Row {
             section: "redis",
             what: format!("Redis CPU per handoff, {fleet} idle stores connected"),
-            value: cpu,
+            value: median(cpus().collect()),
             unit: "us",
             baseline_name: "no idle stores".to_owned(),
-            baseline: base_cpu,
+            baseline: median(base.iter().map(|(_, cpu)| *cpu).collect()),
             target: compared.then_some(Target::RatioAtMost(1.5)),
-            paired: None,
+            paired: Some(paired(|(_, cpu)| *cpu)),
         });
     }
 }
