@@ -1213,7 +1213,11 @@ async fn redis_fleet(url: &str, rows: &mut Vec<Row>) {
             let fleet = FLEETS[at];
             idle.truncate(fleet);
             while idle.len() < fleet {
-                idle.push(RedisStore::connect(url).await.expect("connect an idle store"));
+                idle.push(
+                    RedisStore::connect(url)
+                        .await
+                        .expect("connect an idle store"),
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
             let cpu_before = redis_cpu(&mut data).await;
@@ -1231,7 +1235,13 @@ async fn redis_fleet(url: &str, rows: &mut Vec<Row>) {
         let rates = || rounds.iter().map(|(rate, _)| *rate);
         let cpus = || rounds.iter().map(|(_, cpu)| *cpu);
         let paired = |of: fn(&(f64, f64)) -> f64| {
-            median(rounds.iter().zip(&base).map(|(r, b)| of(r) / of(b)).collect())
+            median(
+                rounds
+                    .iter()
+                    .zip(&base)
+                    .map(|(r, b)| of(r) / of(b))
+                    .collect(),
+            )
         };
         rows.push(Row {
             section: "redis",

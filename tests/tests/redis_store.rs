@@ -717,6 +717,81 @@ fn owner_of(slot: u16, port: u16) -> (String, u16) {
     panic!("no node serves slot {slot}: {nodes}");
 }
 
+/// Moving the slot of one lease key from its owner to another primary, in
+/// the steps a resharding takes.
+struct SlotMove {
+    slot: String,
+    source: u16,
+    source_id: String,
+    target: u16,
+    target_id: String,
+    nodes: Vec<u16>,
+}
+
+impl SlotMove {
+    /// The move of `lease_key`'s slot, from its owner to another primary of
+    /// the cluster at `urls`; nothing is changed yet.
+    fn of(lease_key: &str, urls: &[String]) -> SlotMove {
+        let nodes = ports(urls);
+        let slot: u16 = harness::command(nodes[0], &["CLUSTER", "KEYSLOT", lease_key])
+            .expect("CLUSTER KEYSLOT")
+            .parse()
+            .expect("a slot");
+        let (source_id, source) = owner_of(slot, nodes[0]);
+        let target = *nodes
+            .iter()
+            .find(|port| **port != source)
+            .expect("another primary");
+        let target_id = harness::command(target, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
+        SlotMove {
+            slot: slot.to_string(),
+            source,
+            source_id,
+            target,
+            target_id,
+            nodes,
+        }
+    }
+
+    /// Marks the slot importing on the target and migrating on the source:
+    /// keys not on the source yet are answered with ASK.
+    fn start(&self) {
+        harness::command(
+            self.target,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &self.slot,
+                "IMPORTING",
+                &self.source_id,
+            ],
+        )
+        .expect("IMPORTING");
+        harness::command(
+            self.source,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &self.slot,
+                "MIGRATING",
+                &self.target_id,
+            ],
+        )
+        .expect("MIGRATING");
+    }
+
+    /// Gives the slot to the target on every node: from now on, MOVED.
+    fn finish(&self) {
+        for port in &self.nodes {
+            harness::command(
+                *port,
+                &["CLUSTER", "SETSLOT", &self.slot, "NODE", &self.target_id],
+            )
+            .expect("SETSLOT NODE");
+        }
+    }
+}
+
 /// The shard channels with a subscriber on the node at `port`.
 fn shard_channels(port: u16) -> Vec<String> {
     let mut node = redis::Client::open(format!("redis://127.0.0.1:{port}"))
@@ -760,17 +835,8 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
         LockManager::new(RedisStore::cluster(&seeds).await.expect("connect")).with_prefix("shard:");
     let lease_key = "{shard:moving}";
     let channel = format!("{lease_key}:lock-core:released");
-    let all = ports(&urls);
-    let slot: u16 = harness::command(all[0], &["CLUSTER", "KEYSLOT", lease_key])
-        .expect("CLUSTER KEYSLOT")
-        .parse()
-        .expect("a slot");
-    let (source_id, source) = owner_of(slot, all[0]);
-    let target = *all
-        .iter()
-        .find(|port| **port != source)
-        .expect("another primary");
-    let target_id = harness::command(target, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
+    let moving = SlotMove::of(lease_key, &urls);
+    let (source, target, all) = (moving.source, moving.target, moving.nodes.clone());
 
     let guard = holding
         .lock("moving", LONG)
@@ -798,17 +864,7 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
     }
 
     // Move the slot, with the lease and its waiters marker, to `target`.
-    let slot_arg = slot.to_string();
-    harness::command(
-        target,
-        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
-    )
-    .expect("IMPORTING");
-    harness::command(
-        source,
-        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
-    )
-    .expect("MIGRATING");
+    moving.start();
     let target_port = target.to_string();
     let marker = format!("{lease_key}:waiters");
     harness::command(
@@ -826,13 +882,7 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
         ],
     )
     .expect("MIGRATE the lease and its marker");
-    for port in &all {
-        harness::command(
-            *port,
-            &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id],
-        )
-        .expect("SETSLOT NODE");
-    }
+    moving.finish();
     eventually("the subscription follows the slot to its new owner", || {
         shard_channels(target).contains(&channel) && !shard_channels(source).contains(&channel)
     })
@@ -873,49 +923,27 @@ async fn moved_and_ask_redirections_are_followed_while_a_slot_migrates() {
         .with_prefix("migrate:");
     let lock = locks.lock("moving", LONG);
     let lease_key = "{migrate:moving}";
-    let any_port = ports(&urls)[0];
-    let slot: u16 = harness::command(any_port, &["CLUSTER", "KEYSLOT", lease_key])
-        .expect("CLUSTER KEYSLOT")
-        .parse()
-        .expect("a slot");
-    let (source_id, source) = owner_of(slot, any_port);
-    let target = *ports(&urls)
-        .iter()
-        .find(|port| **port != source)
-        .expect("another primary");
-    let target_id = harness::command(target, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
-    let slot_arg = slot.to_string();
+    let moving = SlotMove::of(lease_key, &urls);
 
     // Migration under way, lease not on the old node yet: ASK to the new one.
-    harness::command(
-        target,
-        &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id],
-    )
-    .expect("IMPORTING");
-    harness::command(
-        source,
-        &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id],
-    )
-    .expect("MIGRATING");
+    moving.start();
     let guard = lock
         .acquire()
         .await
         .expect("acquire during the migration")
         .expect("free");
-    let on_target: u64 = harness::command(target, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg])
-        .expect("COUNTKEYSINSLOT")
-        .parse()
-        .expect("a count");
+    let on_target: u64 =
+        harness::command(moving.target, &["CLUSTER", "COUNTKEYSINSLOT", &moving.slot])
+            .expect("COUNTKEYSINSLOT")
+            .parse()
+            .expect("a count");
     assert_eq!(
         on_target, 1,
         "the ASK redirection put the lease on the new node"
     );
 
     // Migration done: the store's slot map is stale, so MOVED.
-    for port in ports(&urls) {
-        harness::command(port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id])
-            .expect("SETSLOT NODE");
-    }
+    moving.finish();
     assert!(
         guard.release().await.expect("release after the slot moved"),
         "the release followed MOVED and found our lease"
