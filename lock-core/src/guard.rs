@@ -100,11 +100,11 @@ impl LockGuard {
 
     /// How long the claim must still stand (`at_least`), if at all, rounded
     /// up to what `store` keeps.
+    #[inline]
     fn hold_remaining(&self, store: &dyn LockStore) -> Option<Duration> {
-        self.hold_until
-            .map(|until| until.saturating_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero())
-            .map(|left| store_ttl(left, store))
+        let until = self.hold_until?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then(|| store_ttl(left, store))
     }
 
     /// Gives the lease back.

@@ -71,7 +71,7 @@ pub struct Lock {
 
 impl Lock {
     pub(crate) fn new(manager: LockManager, name: &str, ttl: Duration) -> Lock {
-        let key = joined(manager.prefix(), name);
+        let key = joined(manager.shared_prefix(), name);
         Lock {
             name_at: manager.prefix().len(),
             manager,
@@ -282,8 +282,6 @@ impl Lock {
         let mut request = AcquireRequest::sent_at(&self.key, &token, ttl, started);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
-        // `None`: a wait too long to represent, which is waiting for good.
-        let deadline = started.checked_add(self.wait);
         let mut wakeups: Vec<Wakeup> = Vec::new();
         loop {
             // The permits in a random rotation, so waiters spread over them
@@ -297,7 +295,8 @@ impl Lock {
             // The last round's registrations stay until this round's are
             // made: a store that listens per key keeps listening between
             // attempts instead of stopping and starting again each time.
-            let previous = std::mem::take(&mut wakeups);
+            // (`None` on the first round, which has none to keep.)
+            let previous = (!wakeups.is_empty()).then(|| std::mem::take(&mut wakeups));
             for offset in 0..slots.len() {
                 let slot = &slots[(first + offset) % slots.len()];
                 let attempt = AcquireRequest {
@@ -350,7 +349,8 @@ impl Lock {
                 }
             }
             drop(previous);
-            let left = match deadline {
+            // `None`: a wait too long to represent, which is waiting for good.
+            let left = match started.checked_add(self.wait) {
                 Some(deadline) => deadline.saturating_duration_since(Instant::now()),
                 None => Duration::MAX,
             };
@@ -701,14 +701,54 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// `prefix` followed by `name`, in one allocation (this runs for every
-/// `#[locked]` call).
-fn joined(prefix: &str, name: &str) -> Arc<str> {
-    crate::token::with_scratch(|scratch| {
-        scratch.push_str(prefix);
-        scratch.push_str(name);
-        Arc::from(scratch.as_str())
-    })
+/// How many of its most recently joined keys each thread keeps for reuse.
+const RECENT_KEYS: usize = 4;
+
+/// `prefix` followed by `name`, in one shared allocation.
+///
+/// This runs for every `#[locked]` call, and most locked functions have a
+/// fixed name, so each call would allocate the same key and free it again.
+/// Each thread keeps the last few keys it joined, each with the prefix it
+/// was joined from, and hands out another reference to an equal one
+/// instead: a comparison of the name instead of an allocation and a free.
+/// The prefix is recognised by its allocation, which the kept reference
+/// holds, so it cannot be freed and reused for another prefix meanwhile. A
+/// key that is not among them costs what it did without the reuse (the
+/// evicted one is freed when nothing else holds it).
+fn joined(prefix: &Arc<str>, name: &str) -> Arc<str> {
+    use std::cell::RefCell;
+    type Recent = ([Option<(Arc<str>, Arc<str>)>; RECENT_KEYS], usize);
+    thread_local! {
+        static RECENT: RefCell<Recent> = const { RefCell::new(([const { None }; RECENT_KEYS], 0)) };
+    }
+    let fresh = || {
+        crate::token::with_scratch(|scratch| {
+            scratch.push_str(prefix);
+            scratch.push_str(name);
+            Arc::<str>::from(scratch.as_str())
+        })
+    };
+    // Without reuse when the keys are already gone (a thread-local
+    // destructor building a lock at thread exit).
+    let reused = RECENT.try_with(|recent| {
+        // Only busy if `fresh` re-entered this function; never the case.
+        let Ok(mut recent) = recent.try_borrow_mut() else {
+            return fresh();
+        };
+        let (keys, next) = &mut *recent;
+        let found = keys
+            .iter()
+            .flatten()
+            .find(|(from, key)| Arc::ptr_eq(from, prefix) && key.get(prefix.len()..) == Some(name));
+        if let Some((_, key)) = found {
+            return Arc::clone(key);
+        }
+        let key = fresh();
+        keys[*next] = Some((Arc::clone(prefix), Arc::clone(&key)));
+        *next = (*next + 1) % RECENT_KEYS;
+        key
+    });
+    reused.unwrap_or_else(|_| fresh())
 }
 
 /// Resolves when any of `wakeups` does.
@@ -757,5 +797,54 @@ mod tests {
             Duration::MAX,
             "saturates, never panics"
         );
+    }
+
+    #[test]
+    fn a_joined_key_is_reused_only_for_the_same_prefix_and_name() {
+        let prefix: Arc<str> = Arc::from("app:");
+        let first = joined(&prefix, "reports");
+        assert_eq!(&*first, "app:reports");
+        assert!(
+            Arc::ptr_eq(&first, &joined(&prefix, "reports")),
+            "the same prefix and name share one key"
+        );
+        // Equal text, another prefix: a key of its own, still right.
+        let other: Arc<str> = Arc::from("app:");
+        let elsewhere = joined(&other, "reports");
+        assert_eq!(&*elsewhere, "app:reports");
+        assert!(!Arc::ptr_eq(&first, &elsewhere));
+        // A name the prefix's text ends the key with is not confused with
+        // a longer one, and more names than are kept all come out right.
+        let names = ["r", "re", "reports:1", "reports", "x", "", "reports"];
+        for _ in 0..3 {
+            for name in names {
+                assert_eq!(&*joined(&prefix, name), format!("app:{name}"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_is_joined_from_a_thread_local_destructor() {
+        // Built first, so destroyed after the kept keys and the scratch
+        // string: the lock is built when both are already gone.
+        struct AtExit(std::sync::mpsc::Sender<String>);
+        impl Drop for AtExit {
+            fn drop(&mut self) {
+                let prefix: Arc<str> = Arc::from("exit:");
+                let _ = self.0.send(joined(&prefix, "late").to_string());
+            }
+        }
+        thread_local! {
+            static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
+        }
+        let (send, keys) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            AT_EXIT.with(|slot| *slot.borrow_mut() = Some(AtExit(send)));
+            let prefix: Arc<str> = Arc::from("exit:");
+            assert_eq!(&*joined(&prefix, "early"), "exit:early");
+        })
+        .join()
+        .expect("the thread and its destructors end without a panic");
+        assert_eq!(keys.recv().as_deref(), Ok("exit:late"));
     }
 }

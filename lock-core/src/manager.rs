@@ -150,6 +150,11 @@ impl LockManager {
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
+
+    /// The prefix, shared: its allocation identifies it while it is held.
+    pub(crate) fn shared_prefix(&self) -> &Arc<str> {
+        &self.prefix
+    }
 }
 
 impl fmt::Debug for LockManager {

@@ -77,20 +77,23 @@ const HEX_PAIRS: [[u8; 2]; 256] = {
 /// string that is then copied into its one lasting allocation (an
 /// `Arc<str>`): pieces that are already `str` are appended as they are, with
 /// no second allocation and no UTF-8 check of the whole.
-pub(crate) fn with_scratch<T>(f: impl FnOnce(&mut String) -> T) -> T {
+///
+/// On a fresh string instead when the scratch one is busy (`f` asked for it
+/// again) or already gone (a thread-local destructor running at thread exit).
+pub(crate) fn with_scratch<T>(f: impl Fn(&mut String) -> T) -> T {
     use std::cell::RefCell;
     thread_local! {
         static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
     }
-    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-        Ok(mut scratch) => {
-            scratch.clear();
-            f(&mut scratch)
-        }
-        // Only reachable if `f` itself asked for the scratch string; never
-        // the case here, but a fresh string is still correct.
-        Err(_) => f(&mut String::new()),
-    })
+    SCRATCH
+        .try_with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut scratch) => {
+                scratch.clear();
+                f(&mut scratch)
+            }
+            Err(_) => f(&mut String::new()),
+        })
+        .unwrap_or_else(|_| f(&mut String::new()))
 }
 
 /// A fresh owner token: 128 bits in hex, `@`, then `host:pid`.

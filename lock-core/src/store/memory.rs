@@ -282,7 +282,9 @@ impl MemoryStore {
         let now = request.sent;
         // The caller validated the TTL against `max_ttl`, so this cannot
         // overflow; saturate anyway rather than panic.
-        let expires = now.checked_add(request.ttl).unwrap_or(now + MAX_TTL);
+        let expires = now
+            .checked_add(request.ttl)
+            .unwrap_or_else(|| now + MAX_TTL);
         let lease = |fence: Option<u64>| Lease {
             token: StoredToken::new(request.token),
             expires,

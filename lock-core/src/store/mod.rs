@@ -354,24 +354,34 @@ pub trait LockStore: Send + Sync + 'static {
 }
 
 /// Checks a TTL against zero and `store`'s range ([`LockStore::max_ttl`]).
+#[inline]
 pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
     let (min, max) = (store.min_ttl(), store.max_ttl());
+    if !ttl.is_zero() && ttl >= min && ttl <= max {
+        return Ok(());
+    }
+    Err(invalid_ttl(key, ttl, min, max))
+}
+
+/// Why `ttl` is refused; out of line, so the check above stays small on the
+/// path every acquire takes.
+#[cold]
+#[inline(never)]
+fn invalid_ttl(key: &str, ttl: Duration, min: Duration, max: Duration) -> Error {
     let reason = if ttl.is_zero() {
         "a zero ttl expires at once; give the longest time the work may take, \
          for example 30s"
             .to_owned()
     } else if ttl < min {
         format!("the store keeps leases for at least {min:?}; use a ttl of at least that")
-    } else if ttl > max {
-        format!("the store keeps leases for at most {max:?}; use a shorter ttl")
     } else {
-        return Ok(());
+        format!("the store keeps leases for at most {max:?}; use a shorter ttl")
     };
-    Err(Error::InvalidTtl {
+    Error::InvalidTtl {
         key: key.to_owned(),
         ttl,
         reason,
-    })
+    }
 }
 
 /// `ttl` rounded up to a whole multiple of `store`'s resolution
