@@ -480,6 +480,19 @@ fn memory_throughput(rows: &mut Vec<Row>) {
 /// What the `metrics` feature adds to a memory acquire+release when no
 /// recorder is installed: the pair's metric updates timed alone, against the
 /// pair itself (which makes them), in paired rounds on one thread.
+///
+/// Only in a build with the feature (`--features metrics`); every other row
+/// measures lock-core's default build, so this one says how to run it.
+#[cfg(not(feature = "metrics"))]
+fn memory_metrics_cost(_rows: &mut Vec<Row>) {
+    eprintln!(
+        "memory-metrics: not measured: this build leaves out lock-core's `metrics` feature; \
+         run LOCKS_BENCH=memory-metrics cargo bench -p lock-tests --bench locks --features metrics"
+    );
+}
+
+/// What the `metrics` feature adds (see the build without it above).
+#[cfg(feature = "metrics")]
 fn memory_metrics_cost(rows: &mut Vec<Row>) {
     const PAIRS: u32 = 200_000;
     let runtime = tokio::runtime::Builder::new_current_thread()

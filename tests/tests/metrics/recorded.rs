@@ -1,6 +1,4 @@
-//! The `metrics` feature: a small run under a recorder of this test's own,
-//! and the numbers it must show. Labels carry the declared name template,
-//! never the rendered name.
+//! The run under a recorder and the numbers it must show (see `../metrics.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
