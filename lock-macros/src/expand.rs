@@ -38,6 +38,7 @@ use syn::{
 
 use crate::Errors;
 use crate::args::{Args, KEYS};
+use crate::context::{self, Enclosing};
 use crate::template::{self, Piece};
 use crate::validate::{Checked, Name, Settings};
 
@@ -70,7 +71,8 @@ pub(crate) fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
             }
             None => {
                 let settings = Settings::new(args, &function.sig, &mut errors);
-                let refused = contended_error_without_result(&settings, &function.sig)
+                let refused = in_a_trait(&function.sig)
+                    .or_else(|| contended_error_without_result(&settings, &function.sig))
                     .or_else(|| entry_point_without_contended_error(&settings, &function));
                 match refused {
                     Some(error) => {
@@ -246,6 +248,22 @@ fn contended_error_without_result(settings: &Settings, sig: &Signature) -> Optio
             sig.ident
         ),
     ))
+}
+
+/// `#[locked]` in a trait impl or on a trait's provided method, when the
+/// source file shows it (see [`context`]); the method is then left as
+/// written, so this is the only error.
+fn in_a_trait(sig: &Signature) -> Option<syn::Error> {
+    let message = match context::enclosing(sig.ident.span(), &sig.ident.to_string())? {
+        Enclosing::TraitImpl => {
+            "#[locked] cannot go in a trait impl: it rewrites the method's signature, which must stay the trait's; put #[locked] on an inherent async method and call it from the trait impl"
+        }
+        Enclosing::TraitDefinition => {
+            "#[locked] cannot go on a trait's method: it would rewrite the signature every implementor must match; put #[locked] on an inherent async method of the implementing type and call it from its trait impl"
+        }
+        Enclosing::Other => return None,
+    };
+    Some(syn::Error::new(sig.ident.span(), message))
 }
 
 /// `#[async_trait]` expands first and leaves a non-async method with an

@@ -14,6 +14,7 @@
 //! not belong together fail to compile instead of misbehaving.
 
 mod args;
+mod context;
 mod duration;
 mod expand;
 mod template;
@@ -327,16 +328,19 @@ use proc_macro::TokenStream;
 ///
 /// Not in traits, neither in a trait impl nor on a trait's provided method:
 /// the attribute changes the return type, which would no longer match the
-/// trait (or would change the trait for every implementor). The expansion
-/// adds a hidden, crate-visible companion const named
+/// trait (or would change the trait for every implementor). An attribute
+/// sees only its function, so on Rust 1.88 and later, where the compiler
+/// says where that function is, `#[locked]` reads the source file there:
+/// in a trait impl or a trait definition it reports one error in its own
+/// words, naming the fix, and leaves the method as written, so no follow-on
+/// error about the signature appears. Where it cannot read that for
+/// certain (older compilers, code written by other macros), the expansion's
+/// hidden companion const, named
 /// `locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__<fn>`,
-/// which a trait refuses: in a trait definition rustc reports "visibility
-/// qualifiers are not permitted here" at the method's name; in a trait impl
-/// it also says that const "is not a member of trait", and the changed
-/// return type adds one follow-on error (a proc macro cannot tell it is in a
-/// trait, so it cannot hold that one back). Under `#[async_trait]` the
-/// message is the attribute's own. Put `#[locked]` on an inherent method and
-/// call it from the trait:
+/// still refuses it: a trait impl says that const "is not a member of
+/// trait", a trait definition that "visibility qualifiers are not permitted
+/// here". Under `#[async_trait]` the message is the attribute's own. Put
+/// `#[locked]` on an inherent method and call it from the trait:
 ///
 /// ```
 /// # use lock_core::locked;
