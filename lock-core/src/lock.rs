@@ -813,8 +813,8 @@ mod tests {
         let elsewhere = joined(&other, "reports");
         assert_eq!(&*elsewhere, "app:reports");
         assert!(!Arc::ptr_eq(&first, &elsewhere));
-        // A name the prefix's text ends the key with is not confused with
-        // a longer one, and more names than are kept all come out right.
+        // Names that begin one another stay apart, and more names than a
+        // thread keeps all come out right.
         let names = ["r", "re", "reports:1", "reports", "x", "", "reports"];
         for _ in 0..3 {
             for name in names {

@@ -113,20 +113,6 @@ impl LockOptions {
     /// store cannot give.
     #[inline]
     pub(crate) fn check(&self, key: &str, ttl: Duration, manager: &LockManager) -> Result<()> {
-        // What almost every lock is: none of the options below can clash.
-        let plain = self.max_hold.is_none()
-            && self.at_least.is_none()
-            && self.permits == 1
-            && !self.fenced
-            && !self.shared;
-        if plain {
-            return Ok(());
-        }
-        self.check_combination(key, ttl, manager)
-    }
-
-    #[inline(never)]
-    fn check_combination(&self, key: &str, ttl: Duration, manager: &LockManager) -> Result<()> {
         let invalid = |reason: String| {
             Err(Error::InvalidOptions {
                 key: key.to_owned(),

@@ -9,8 +9,6 @@
 //! by another macro) counts as unknown, and the function is expanded as
 //! usual: this only ever replaces a worse error by a better one.
 
-use std::path::Path;
-
 use proc_macro2::Span;
 
 /// The block a function's text sits directly in.
@@ -36,12 +34,8 @@ pub(crate) fn enclosing(span: Span, name: &str) -> Option<Enclosing> {
     if start.line == 0 {
         return None;
     }
-    let text = read(&file)?;
+    let text = std::fs::read_to_string(file).ok()?;
     enclosing_in(&text, start.line, start.column, name)
-}
-
-fn read(file: &Path) -> Option<String> {
-    std::fs::read_to_string(file).ok()
 }
 
 /// What encloses `fn <name>` whose name starts at `line` (1-based) and
@@ -195,14 +189,10 @@ fn after_raw_string(bytes: &[u8], i: usize) -> Option<usize> {
     let hashes = bytes[i..].iter().take_while(|&&b| b == b'#').count();
     let mut at = i + hashes + 1;
     while at < bytes.len() {
-        if bytes[at] == b'"'
-            && bytes[at + 1..]
-                .iter()
-                .take(hashes)
-                .filter(|&&b| b == b'#')
-                .count()
-                == hashes
-        {
+        let closes = bytes
+            .get(at + 1..at + 1 + hashes)
+            .is_some_and(|after| after.iter().all(|&b| b == b'#'));
+        if bytes[at] == b'"' && closes {
             return Some(at + 1 + hashes);
         }
         at += 1;
