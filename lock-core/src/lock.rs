@@ -10,7 +10,7 @@ use crate::guard::{GiveBack, give_back};
 use crate::lease::{LockId, held_by_this_task};
 #[cfg(feature = "metrics")]
 pub(crate) use crate::metrics::Labels;
-use crate::store::{AcquireRequest, Attempt, Wakeup, store_ttl, validate_ttl};
+use crate::store::{AcquireRequest, Attempt, Wakeup, Woken, store_ttl, validate_ttl};
 use crate::{
     Error, Holder, LockGuard, LockManager, LockOptions, LockStore, OnContended, OnLost, Result,
     supervise, token,
@@ -282,6 +282,8 @@ impl Lock {
         let mut request = AcquireRequest::sent_at(&self.key, &token, ttl, started);
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
+        // A single lease to wait for: the store may hand it over on release.
+        request.grant = request.wake && slots.len() == 1;
         let mut wakeups: Vec<Wakeup> = Vec::new();
         loop {
             // The permits in a random rotation, so waiters spread over them
@@ -322,23 +324,8 @@ impl Lock {
                 };
                 match attempt {
                     Attempt::Acquired { fence } => {
-                        tracing::debug!(
-                            key = %slot,
-                            waited_us = started.elapsed().as_micros() as u64,
-                            ?fence,
-                            "lock acquired"
-                        );
                         let sent = request.sent;
-                        let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
-                        return Ok(Outcome::Acquired(LockGuard::new(
-                            Arc::clone(store),
-                            Arc::clone(slot),
-                            token,
-                            fence,
-                            sent,
-                            hold_until,
-                            labels,
-                        )));
+                        return Ok(self.acquired(slot, token, fence, sent, started, labels));
                     }
                     Attempt::Held { remaining, wakeup } => {
                         if let Some(remaining) = remaining {
@@ -348,7 +335,12 @@ impl Lock {
                     }
                 }
             }
-            drop(previous);
+            // A release may have handed the lease to last round's waiter
+            // meanwhile: ours, then, rather than given back to pass on.
+            let handed = previous.into_iter().flatten().find_map(|mut w| w.granted());
+            if let Some(Woken::Granted { fence, since }) = handed {
+                return Ok(self.acquired(&self.key, token, fence, since, started, labels));
+            }
             // `None`: a wait too long to represent, which is waiting for good.
             let left = match started.checked_add(self.wait) {
                 Some(deadline) => deadline.saturating_duration_since(Instant::now()),
@@ -366,16 +358,53 @@ impl Lock {
             // A store reports the remaining TTL whenever we wait; if one
             // does not, our own TTL bounds the holder's.
             let nap = nap_until_expiry(shortest.unwrap_or(self.ttl)).min(left);
-            if wakeups.is_empty() {
+            let woken = if wakeups.is_empty() {
                 tokio::time::sleep(nap).await;
+                None
             } else {
                 tokio::select! {
-                    () = any_of(&mut wakeups) => {}
-                    () = tokio::time::sleep(nap) => {}
+                    woken = any_of(&mut wakeups) => Some(woken),
+                    // A release may have handed the lease over just as the
+                    // nap ended: take it rather than try again.
+                    () = tokio::time::sleep(nap) => wakeups.iter_mut().find_map(Wakeup::granted),
                 }
+            };
+            if let Some(Woken::Granted { fence, since }) = woken {
+                // Handed over by the release, under this attempt's token:
+                // a single permit, so the lock's own key.
+                return Ok(self.acquired(&self.key, token, fence, since, started, labels));
             }
             request.sent = Instant::now();
         }
+    }
+
+    /// The guard for a lease taken under `token` on `slot`, starting at
+    /// `sent` on tokio's clock.
+    fn acquired(
+        &self,
+        slot: &Arc<str>,
+        token: Arc<str>,
+        fence: Option<u64>,
+        sent: Instant,
+        started: Instant,
+        labels: Labels,
+    ) -> Outcome {
+        tracing::debug!(
+            key = %slot,
+            waited_us = started.elapsed().as_micros() as u64,
+            ?fence,
+            "lock acquired"
+        );
+        let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
+        Outcome::Acquired(LockGuard::new(
+            Arc::clone(self.manager.store()),
+            Arc::clone(slot),
+            token,
+            fence,
+            sent,
+            hold_until,
+            labels,
+        ))
     }
 
     /// The store key of permit `slot`: the lock's own key for the first,
@@ -751,17 +780,17 @@ fn joined(prefix: &Arc<str>, name: &str) -> Arc<str> {
     reused.unwrap_or_else(|_| fresh())
 }
 
-/// Resolves when any of `wakeups` does.
-async fn any_of(wakeups: &mut [Wakeup]) {
+/// Resolves when any of `wakeups` does, with what woke it.
+async fn any_of(wakeups: &mut [Wakeup]) -> Woken {
     std::future::poll_fn(|cx| {
         for wakeup in wakeups.iter_mut() {
-            if std::pin::Pin::new(wakeup).poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
+            if let std::task::Poll::Ready(woken) = wakeup.poll_woken(cx) {
+                return std::task::Poll::Ready(woken);
             }
         }
         std::task::Poll::Pending
     })
-    .await;
+    .await
 }
 
 /// How long to sleep when the holder's lease has `remaining` left and no

@@ -17,23 +17,35 @@
 //!
 //! # Waking waiters
 //!
-//! A waiter registers on the key's [`Notify`] under the same shard lock that
-//! decided its attempt failed, so no release can slip in between. Each release
-//! wakes one waiter (tokio hands the wakeup on if that waiter is gone), which
-//! then retries; handoff therefore costs one task wakeup, not a polling period.
+//! A waiter joins the key's queue under the same shard lock that decided its
+//! attempt failed, so no release can slip in between. Each release takes the
+//! first waiter off the queue and, for a [`Lock`](crate::Lock) waiting on one
+//! permit, hands it the lease there and then: the lease is written under the
+//! waiter's token before the shard lock drops, and the waiter is woken after,
+//! to find the lease already its own. A handoff is one task wake-up, with no
+//! second attempt, nothing for another task to barge in on, and strict
+//! first-come order among waiters. Other waiters (a semaphore's, a direct
+//! store caller's) are woken to try again.
+//!
+//! A waiter that goes away leaves the queue; one that goes away after it was
+//! handed the lease, before it saw so, gives the lease back, which hands it
+//! on to the next in line. No lease is left behind either way.
 
+use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::hash::BuildHasher;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup, Woken};
 use crate::{Holder, Result, token};
 
 /// Number of shards; a power of two.
@@ -127,8 +139,61 @@ struct Slot {
     /// Shared with the `Lock` that inserted it when it could be: no copy.
     key: Arc<str>,
     lease: Option<Lease>,
-    /// Present while tasks wait for this key; each holds a clone.
-    waiters: Option<Arc<Notify>>,
+    /// The tasks waiting for this key, first come first (a waiter leaves
+    /// when it goes away); present only while there are any. Boxed: most
+    /// keys never have a waiter, and a held lock's slot stays one pointer
+    /// larger instead of four.
+    waiters: Option<Box<Queue>>,
+}
+
+/// A key's waiters, first come first.
+struct Queue {
+    waiters: VecDeque<Arc<Waiter>>,
+    /// From when the next release hands the lease to the first waiter
+    /// rather than waking it to try again (see [`Slot::hand_on`]).
+    fair_at: Instant,
+}
+
+/// How often, at most, a key's release hands the lease over in turn while
+/// a stream of releases finds waiters queued. In between, a waiter is woken
+/// to try again and a running task may take the lease first: under heavy
+/// contention that keeps the lease with tasks already running instead of
+/// switching tasks on every release, and the handoffs in turn keep every
+/// waiter's wait bounded.
+const FAIR_EVERY: Duration = Duration::from_micros(500);
+
+/// One task waiting for a key.
+struct Waiter {
+    /// What the lease is written as when a release hands it straight to
+    /// this waiter; `None` for a waiter that is only woken to try again.
+    grant: Option<Grant>,
+    state: Mutex<WaiterState>,
+}
+
+/// The waiter's attempt, kept to be written as the lease it is handed.
+struct Grant {
+    token: StoredToken,
+    ttl: Duration,
+    fenced: bool,
+}
+
+#[derive(Default)]
+struct WaiterState {
+    /// The waiting task's waker, from its last poll.
+    waker: Option<Waker>,
+    /// Set, under the shard lock, when a release takes the waiter off the
+    /// queue.
+    woken: Option<Woken>,
+    /// Whether the waiting task has read `woken`: from then on what was
+    /// handed over is its own to look after.
+    seen: bool,
+}
+
+impl Waiter {
+    fn state(&self) -> MutexGuard<'_, WaiterState> {
+        // Nothing panics while holding it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 struct Lease {
@@ -144,6 +209,7 @@ struct Lease {
 /// Tokens this process made end in its own `@host:pid`, so only their random
 /// part needs keeping, inline: no allocation per acquire and less memory per
 /// held lock. Anything else is kept whole.
+#[derive(Clone)]
 enum StoredToken {
     Own([u8; token::RANDOM_HEX_LEN]),
     Other(Box<str>),
@@ -161,6 +227,14 @@ impl StoredToken {
         match self {
             StoredToken::Own(random) => token::own_random_part(token).as_ref() == Some(random),
             StoredToken::Other(stored) => &**stored == token,
+        }
+    }
+
+    fn same_as(&self, other: &StoredToken) -> bool {
+        match (self, other) {
+            (StoredToken::Own(a), StoredToken::Own(b)) => a == b,
+            (StoredToken::Other(a), StoredToken::Other(b)) => a == b,
+            _ => false,
         }
     }
 
@@ -193,9 +267,7 @@ impl Slot {
     }
 
     fn has_waiters(&self) -> bool {
-        self.waiters
-            .as_ref()
-            .is_some_and(|notify| Arc::strong_count(notify) > 1)
+        self.waiters.is_some()
     }
 
     /// A slot with no live lease and nobody waiting can be dropped.
@@ -203,26 +275,173 @@ impl Slot {
         self.live_lease(now).is_none() && !self.has_waiters()
     }
 
-    /// Drops the lease and wakes one waiter. Returns whether the slot is now
-    /// garbage.
-    fn vacate(&mut self) -> bool {
+    /// Drops the lease and hands the key on (see [`hand_on`](Slot::hand_on)).
+    fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> Option<Waker> {
         self.lease = None;
-        match &self.waiters {
-            Some(notify) if Arc::strong_count(notify) > 1 => {
-                notify.notify_one();
-                false
-            }
-            _ => true,
-        }
+        self.hand_on(now, fences, false)
     }
 
-    /// Registers a waiter for the next release, before the shard lock drops.
-    fn wakeup(&mut self) -> Wakeup {
-        let notify = self.waiters.get_or_insert_with(Default::default).clone();
-        let mut notified = Box::pin(notify.notified_owned());
-        notified.as_mut().enable();
-        Wakeup::new(notified)
+    /// Takes the first waiter off the queue, for a key whose lease is gone,
+    /// and returns its waker, to wake once the shard lock is dropped (so the
+    /// waiter never finds the lock taken).
+    ///
+    /// A waiter that takes leases directly is handed this one (written under
+    /// its token) when the first waiter has queued, or the last handoff was,
+    /// [`FAIR_EVERY`] ago or more: a lone waiter, or the first release after
+    /// a pause, hands over at once; so does a lease given back by a waiter
+    /// that went away (`passed_on`), which no running task is after.
+    /// Otherwise, and for waiters that only want to know, the waiter is
+    /// woken to try again.
+    fn hand_on(&mut self, now: Instant, fences: &AtomicU64, passed_on: bool) -> Option<Waker> {
+        let queue = self.waiters.as_mut()?;
+        let waiter = queue.waiters.pop_front()?;
+        let fair = passed_on || now >= queue.fair_at;
+        if fair {
+            queue.fair_at = now + FAIR_EVERY;
+        }
+        if queue.waiters.is_empty() {
+            self.waiters = None;
+        }
+        let mut state = waiter.state();
+        state.woken = Some(match &waiter.grant {
+            Some(grant) if fair => {
+                let fence = next_fence(fences, grant.fenced);
+                self.lease = Some(Lease {
+                    token: grant.token.clone(),
+                    expires: expiry(now, grant.ttl),
+                    fence: fence.unwrap_or(0),
+                });
+                Woken::Granted { fence, since: now }
+            }
+            _ => Woken::Released,
+        });
+        state.waker.take()
     }
+
+    /// Queues the attempt `request` to wait for the key, before the shard
+    /// lock drops.
+    fn wakeup(&mut self, store: &MemoryStore, request: &AcquireRequest<'_>) -> Wakeup {
+        let waiter = Arc::new(Waiter {
+            grant: request.grant.then(|| Grant {
+                token: StoredToken::new(request.token),
+                ttl: request.ttl,
+                fenced: request.fenced,
+            }),
+            state: Mutex::default(),
+        });
+        let queue = self.waiters.get_or_insert_with(|| {
+            Box::new(Queue {
+                waiters: VecDeque::new(),
+                fair_at: request.sent + FAIR_EVERY,
+            })
+        });
+        queue.waiters.push_back(Arc::clone(&waiter));
+        Wakeup::reporting(Queued {
+            store: store.clone(),
+            key: Arc::clone(&self.key),
+            waiter,
+        })
+    }
+
+    /// Takes `waiter` off the queue, if it is still on it.
+    fn leave(&mut self, waiter: &Arc<Waiter>) {
+        if let Some(queue) = &mut self.waiters {
+            queue.waiters.retain(|queued| !Arc::ptr_eq(queued, waiter));
+            if queue.waiters.is_empty() {
+                self.waiters = None;
+            }
+        }
+    }
+}
+
+/// A waiter's side of the queue: resolves when a release takes it off.
+struct Queued {
+    store: MemoryStore,
+    key: Arc<str>,
+    waiter: Arc<Waiter>,
+}
+
+impl Future for Queued {
+    type Output = Woken;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
+        let mut state = self.waiter.state();
+        if let Some(woken) = state.woken {
+            state.seen = true;
+            return Poll::Ready(woken);
+        }
+        match &mut state.waker {
+            Some(waker) => waker.clone_from(cx.waker()),
+            none => *none = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Queued {
+    /// Leaves the queue, or, when a release took this waiter off it and the
+    /// waiting task never saw that, passes on what the release gave: the
+    /// lease it was handed goes back (and on to the next in line), and a
+    /// wake-up to try again goes to the next waiter while the key is free.
+    fn drop(&mut self) {
+        if self.waiter.state().seen {
+            return;
+        }
+        let now = Instant::now();
+        let fences = &self.store.inner.fence;
+        let waker = self.store.with_shard(&self.key, |shard, hash| {
+            let Ok(mut found) = shard.slots.find_entry(hash, |slot| slot.key == self.key) else {
+                return None;
+            };
+            let slot = found.get_mut();
+            let woken = self.waiter.state().woken;
+            let waker = match woken {
+                None => {
+                    slot.leave(&self.waiter);
+                    None
+                }
+                Some(Woken::Granted { .. }) => {
+                    let token = self.waiter.grant.as_ref().map(|grant| &grant.token);
+                    let ours = slot
+                        .lease
+                        .as_ref()
+                        .zip(token)
+                        .is_some_and(|(lease, token)| lease.token.same_as(token));
+                    if ours {
+                        slot.lease = None;
+                        slot.hand_on(now, fences, true)
+                    } else {
+                        None
+                    }
+                }
+                Some(Woken::Released) if slot.live_lease(now).is_none() => {
+                    slot.hand_on(now, fences, true)
+                }
+                Some(Woken::Released) => None,
+            };
+            if slot.is_garbage(now) {
+                found.remove();
+            }
+            waker
+        });
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// When a lease of `ttl` taken at `now` ends. Callers validated the TTL
+/// against `max_ttl`, so this cannot overflow; saturate anyway rather than
+/// panic.
+fn expiry(now: Instant, ttl: Duration) -> Instant {
+    now.checked_add(ttl).unwrap_or_else(|| now + MAX_TTL)
+}
+
+/// The next fencing token, when asked for one: taken under the shard lock of
+/// the key being acquired, so tokens of one key are handed out in
+/// acquisition order.
+fn next_fence(fences: &AtomicU64, fenced: bool) -> Option<u64> {
+    fenced.then(|| fences.fetch_add(1, Ordering::Relaxed) + 1)
 }
 
 impl MemoryStore {
@@ -280,11 +499,7 @@ impl MemoryStore {
     fn try_acquire(&self, request: AcquireRequest<'_>) -> Attempt {
         // The caller's send time, on this same clock: no second reading.
         let now = request.sent;
-        // The caller validated the TTL against `max_ttl`, so this cannot
-        // overflow; saturate anyway rather than panic.
-        let expires = now
-            .checked_add(request.ttl)
-            .unwrap_or_else(|| now + MAX_TTL);
+        let expires = expiry(now, request.ttl);
         let lease = |fence: Option<u64>| Lease {
             token: StoredToken::new(request.token),
             expires,
@@ -307,7 +522,7 @@ impl MemoryStore {
                         }
                         Some(held) => Attempt::Held {
                             remaining: Some(held.expires - now),
-                            wakeup: request.wake.then(|| slot.wakeup()),
+                            wakeup: request.wake.then(|| slot.wakeup(self, &request)),
                         },
                     }
                 }
@@ -327,18 +542,16 @@ impl MemoryStore {
         })
     }
 
-    /// The next fencing token, taken under the shard lock of the key being
-    /// acquired so tokens of one key are handed out in acquisition order.
     fn next_fence(&self, fenced: bool) -> Option<u64> {
-        fenced.then(|| self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1)
+        next_fence(&self.inner.fence, fenced)
     }
 
     /// Compare-and-delete; also the synchronous path for dropped guards.
     fn release_sync(&self, key: &str, token: &str) -> bool {
         let now = Instant::now();
-        self.with_shard(key, |shard, hash| {
+        let (released, waker) = self.with_shard(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return false;
+                return (false, None);
             };
             let slot = found.get_mut();
             let ours = slot
@@ -346,14 +559,19 @@ impl MemoryStore {
                 .as_ref()
                 .is_some_and(|lease| lease.token.is(token));
             if !ours {
-                return false;
+                return (false, None);
             }
             let was_live = slot.live_lease(now).is_some();
-            if slot.vacate() {
+            let waker = slot.vacate(now, &self.inner.fence);
+            if slot.is_garbage(now) {
                 found.remove();
             }
-            was_live
-        })
+            (was_live, waker)
+        });
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        released
     }
 
     fn extend_sync(&self, key: &str, token: &str, ttl: Duration) -> bool {
@@ -374,17 +592,22 @@ impl MemoryStore {
 
     fn force_release_sync(&self, key: &str) -> bool {
         let now = Instant::now();
-        self.with_shard(key, |shard, hash| {
+        let (released, waker) = self.with_shard(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return false;
+                return (false, None);
             };
             let slot = found.get_mut();
             let was_live = slot.live_lease(now).is_some();
-            if slot.vacate() {
+            let waker = slot.vacate(now, &self.inner.fence);
+            if slot.is_garbage(now) {
                 found.remove();
             }
-            was_live
-        })
+            (was_live, waker)
+        });
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        released
     }
 
     fn holder_sync(&self, key: &str) -> Option<Holder> {
@@ -565,22 +788,188 @@ mod tests {
         assert_eq!(store.len(), inserts, "live leases are never swept");
     }
 
+    /// Queues `token` behind the holder of `key`, asking to be handed the
+    /// lease (as a single-permit `Lock` does) or only woken.
+    fn wait(store: &MemoryStore, key: &str, token: &str, grant: bool) -> Wakeup {
+        let mut request = AcquireRequest::new(key, token, TTL).waking().fencing();
+        request.grant = grant;
+        match store.try_acquire(request) {
+            Attempt::Held {
+                wakeup: Some(wakeup),
+                ..
+            } => wakeup,
+            other => panic!("{key} should be held, with a wakeup: {other:?}"),
+        }
+    }
+
+    /// What woke `wakeup`, if anything has yet.
+    fn woken(wakeup: &mut Wakeup) -> Option<Woken> {
+        let mut cx = Context::from_waker(Waker::noop());
+        match wakeup.poll_woken(&mut cx) {
+            Poll::Ready(woken) => Some(woken),
+            Poll::Pending => None,
+        }
+    }
+
+    fn holder_token(store: &MemoryStore, key: &str) -> Option<String> {
+        store
+            .holder_sync(key)
+            .map(|holder| holder.token().to_owned())
+    }
+
+    /// Lets the next release hand the lease over in turn.
+    fn handoff_due() {
+        std::thread::sleep(FAIR_EVERY + Duration::from_millis(1));
+    }
+
     #[test]
-    fn a_slot_stays_while_someone_waits_and_goes_when_they_leave() {
+    fn a_release_hands_the_lease_to_the_first_waiter_in_order() {
         let store = MemoryStore::new();
         assert!(matches!(
             acquire(&store, "k", "a", TTL),
             Attempt::Acquired { .. }
         ));
-        let Attempt::Held { wakeup, .. } =
-            store.try_acquire(AcquireRequest::new("k", "b", TTL).waking())
-        else {
-            panic!("k is held by a");
-        };
-        let wakeup = wakeup.expect("memory store can observe releases");
+        let mut b = wait(&store, "k", "b", true);
+        let mut c = wait(&store, "k", "c", true);
+        assert!(woken(&mut b).is_none() && woken(&mut c).is_none());
+
+        handoff_due();
         assert!(store.release_sync("k", "a"));
-        assert_eq!(store.len(), 1, "the waiter keeps the slot alive");
-        drop(wakeup);
-        assert_eq!(store.purge_expired(), 0, "an abandoned slot is swept");
+        // Written under b's token before anyone could barge in.
+        assert_eq!(holder_token(&store, "k").as_deref(), Some("b"));
+        assert!(
+            matches!(acquire(&store, "k", "x", TTL), Attempt::Held { .. }),
+            "a newcomer cannot take a lease already handed over"
+        );
+        let Some(Woken::Granted {
+            fence: Some(b_fence),
+            ..
+        }) = woken(&mut b)
+        else {
+            panic!("b is handed the lease, with a fencing token");
+        };
+        assert!(woken(&mut c).is_none(), "c is still second in line");
+
+        handoff_due();
+        assert!(store.release_sync("k", "b"));
+        assert_eq!(holder_token(&store, "k").as_deref(), Some("c"));
+        let Some(Woken::Granted {
+            fence: Some(c_fence),
+            ..
+        }) = woken(&mut c)
+        else {
+            panic!("c is handed the lease next");
+        };
+        assert!(c_fence > b_fence, "fencing tokens keep increasing");
+        drop((b, c));
+        assert_eq!(
+            holder_token(&store, "k").as_deref(),
+            Some("c"),
+            "waiters that saw their grant leave the lease to their guards"
+        );
+    }
+
+    #[test]
+    fn a_lease_handed_to_a_waiter_that_went_away_is_given_back_and_passed_on() {
+        let store = MemoryStore::new();
+        assert!(matches!(
+            acquire(&store, "k", "a", TTL),
+            Attempt::Acquired { .. }
+        ));
+        let b = wait(&store, "k", "b", true);
+        let mut c = wait(&store, "k", "c", true);
+        handoff_due();
+        assert!(store.release_sync("k", "a"));
+        assert_eq!(holder_token(&store, "k").as_deref(), Some("b"));
+        // b's task was cancelled before it saw the lease was its own.
+        drop(b);
+        assert_eq!(holder_token(&store, "k").as_deref(), Some("c"));
+        assert!(matches!(woken(&mut c), Some(Woken::Granted { .. })));
+        drop(c);
+        assert!(store.release_sync("k", "c"));
+        assert!(store.is_empty(), "nothing is left behind");
+
+        // With nobody after it, the lease goes back to being free.
+        assert!(matches!(
+            acquire(&store, "k", "a", TTL),
+            Attempt::Acquired { .. }
+        ));
+        let b = wait(&store, "k", "b", true);
+        handoff_due();
+        assert!(store.force_release_sync("k"));
+        drop(b);
+        assert!(store.holder_sync("k").is_none());
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_wake_to_retry_that_went_unseen_goes_to_the_next_waiter() {
+        let store = MemoryStore::new();
+        assert!(matches!(
+            acquire(&store, "k", "a", TTL),
+            Attempt::Acquired { .. }
+        ));
+        let b = wait(&store, "k", "b", false);
+        let mut c = wait(&store, "k", "c", false);
+        assert!(store.release_sync("k", "a"));
+        assert!(store.holder_sync("k").is_none(), "only woken, not handed");
+        drop(b);
+        assert!(
+            matches!(woken(&mut c), Some(Woken::Released)),
+            "the free key's wake-up is passed on"
+        );
+    }
+
+    #[test]
+    fn a_waiter_that_goes_away_leaves_the_queue() {
+        let store = MemoryStore::new();
+        assert!(matches!(
+            acquire(&store, "k", "a", Duration::from_millis(1)),
+            Attempt::Acquired { .. }
+        ));
+        let b = wait(&store, "k", "b", true);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(store.purge_expired(), 1, "the waiter keeps the slot alive");
+        drop(b);
+        assert!(store.is_empty(), "the last waiter to leave takes the slot");
+
+        // A release with nobody queued any more frees the key outright.
+        assert!(matches!(
+            acquire(&store, "k", "a", TTL),
+            Attempt::Acquired { .. }
+        ));
+        drop(wait(&store, "k", "b", true));
+        assert!(store.release_sync("k", "a"));
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quick_releases_wake_waiters_and_a_handoff_comes_in_turn() {
+        let store = MemoryStore::new();
+        assert!(matches!(
+            acquire(&store, "k", "a", TTL),
+            Attempt::Acquired { .. }
+        ));
+        let mut b = wait(&store, "k", "b", true);
+        let mut c = wait(&store, "k", "c", true);
+        // Released at once: b is woken to try again, and anyone running may
+        // take the key first.
+        assert!(store.release_sync("k", "a"));
+        assert!(matches!(woken(&mut b), Some(Woken::Released)));
+        assert!(store.holder_sync("k").is_none());
+        assert!(matches!(
+            acquire(&store, "k", "x", TTL),
+            Attempt::Acquired { .. }
+        ));
+        // Once the turn is due, the next release hands over to c, who has
+        // been waiting all along.
+        tokio::time::advance(FAIR_EVERY).await;
+        assert!(store.release_sync("k", "x"));
+        assert_eq!(holder_token(&store, "k").as_deref(), Some("c"));
+        assert!(matches!(woken(&mut c), Some(Woken::Granted { .. })));
+        // And the turn after that is FAIR_EVERY later.
+        let mut d = wait(&store, "k", "d", true);
+        assert!(store.release_sync("k", "c"));
+        assert!(matches!(woken(&mut d), Some(Woken::Released)));
     }
 }

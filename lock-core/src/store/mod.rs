@@ -135,6 +135,12 @@ pub struct AcquireRequest<'a> {
     /// `key`, shared: a store that keeps the key (memory) can hold a
     /// reference instead of copying it.
     pub(crate) shared_key: Option<&'a Arc<str>>,
+    /// Whether a store that queues its waiters (memory) may hand the lease
+    /// straight to this waiter when the holder lets go, instead of waking it
+    /// to try again: its [`Wakeup`] then reports [`Woken::Granted`]. Set by
+    /// [`Lock`](crate::Lock) for a single-permit wait only, which holds one
+    /// wakeup and reads what it reports.
+    pub(crate) grant: bool,
 }
 
 impl<'a> AcquireRequest<'a> {
@@ -156,6 +162,7 @@ impl<'a> AcquireRequest<'a> {
             wake: false,
             fenced: false,
             shared_key: None,
+            grant: false,
         }
     }
 
@@ -201,12 +208,75 @@ pub enum Attempt {
 /// Returned inside [`Attempt::Held`]. It may also resolve spuriously; the
 /// waiter simply tries again.
 #[must_use = "a wakeup does nothing unless awaited"]
-pub struct Wakeup(BoxFuture<'static, ()>);
+pub struct Wakeup {
+    signal: Signal,
+    /// What the signal resolved to, once it has: a signal is never polled
+    /// again after that (it stays alive, though, until the wakeup is dropped:
+    /// a store may go on listening for the key while it is).
+    woken: Option<Woken>,
+}
+
+/// A store's release signal.
+enum Signal {
+    /// Resolves on a release: the waiter tries again.
+    Released(BoxFuture<'static, ()>),
+    /// Says what the release did for the waiter.
+    Reporting(BoxFuture<'static, Woken>),
+}
+
+/// What woke a waiter.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Woken {
+    /// The key was released (or may have been): try again.
+    Released,
+    /// The release handed the lease to this waiter, under the token and TTL
+    /// of the attempt that registered it, starting at `since` (on tokio's
+    /// clock), with this fencing token when the attempt asked for one.
+    Granted { fence: Option<u64>, since: Instant },
+}
 
 impl Wakeup {
     /// Wraps the store's own release signal.
     pub fn new(signal: impl Future<Output = ()> + Send + 'static) -> Self {
-        Wakeup(Box::pin(signal))
+        Wakeup {
+            signal: Signal::Released(Box::pin(signal)),
+            woken: None,
+        }
+    }
+
+    /// A wakeup that says what woke it (see [`Woken`]).
+    pub(crate) fn reporting(signal: impl Future<Output = Woken> + Send + 'static) -> Self {
+        Wakeup {
+            signal: Signal::Reporting(Box::pin(signal)),
+            woken: None,
+        }
+    }
+
+    /// Polls for what woke the waiter; the same answer again once woken.
+    pub(crate) fn poll_woken(&mut self, cx: &mut Context<'_>) -> Poll<Woken> {
+        if let Some(woken) = self.woken {
+            return Poll::Ready(woken);
+        }
+        let woken = match &mut self.signal {
+            Signal::Released(signal) => {
+                std::task::ready!(signal.as_mut().poll(cx));
+                Woken::Released
+            }
+            Signal::Reporting(signal) => std::task::ready!(signal.as_mut().poll(cx)),
+        };
+        self.woken = Some(woken);
+        Poll::Ready(woken)
+    }
+
+    /// The lease, if a release has handed it to this waiter already, without
+    /// waiting. Leaves a waker that does nothing in its place: for a wakeup
+    /// that is about to be replaced or dropped.
+    pub(crate) fn granted(&mut self) -> Option<Woken> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_woken(&mut cx) {
+            Poll::Ready(granted @ Woken::Granted { .. }) => Some(granted),
+            _ => None,
+        }
     }
 }
 
@@ -214,7 +284,7 @@ impl Future for Wakeup {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.0.as_mut().poll(cx)
+        self.poll_woken(cx).map(|_| ())
     }
 }
 
