@@ -380,6 +380,7 @@ impl Lock {
 
     /// The guard for a lease taken under `token` on `slot`, starting at
     /// `sent` on tokio's clock.
+    #[inline(always)]
     fn acquired(
         &self,
         slot: &Arc<str>,

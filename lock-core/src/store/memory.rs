@@ -276,9 +276,15 @@ impl Slot {
     }
 
     /// Drops the lease and hands the key on (see [`hand_on`](Slot::hand_on)).
-    fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> Option<Waker> {
+    /// Returns the waiter's waker, and whether the slot can go: without a
+    /// waiter, it holds nothing any more.
+    #[inline]
+    fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Option<Waker>, bool) {
         self.lease = None;
-        self.hand_on(now, fences, false)
+        if self.waiters.is_none() {
+            return (None, true);
+        }
+        (self.hand_on(now, fences, false), false)
     }
 
     /// Takes the first waiter off the queue, for a key whose lease is gone,
@@ -562,8 +568,8 @@ impl MemoryStore {
                 return (false, None);
             }
             let was_live = slot.live_lease(now).is_some();
-            let waker = slot.vacate(now, &self.inner.fence);
-            if slot.is_garbage(now) {
+            let (waker, vacant) = slot.vacate(now, &self.inner.fence);
+            if vacant {
                 found.remove();
             }
             (was_live, waker)
@@ -598,8 +604,8 @@ impl MemoryStore {
             };
             let slot = found.get_mut();
             let was_live = slot.live_lease(now).is_some();
-            let waker = slot.vacate(now, &self.inner.fence);
-            if slot.is_garbage(now) {
+            let (waker, vacant) = slot.vacate(now, &self.inner.fence);
+            if vacant {
                 found.remove();
             }
             (was_live, waker)
