@@ -654,7 +654,7 @@ async fn tokio_mutex_handoff(settle: Duration) -> Duration {
 
 async fn memory_contention(rows: &mut Vec<Row>) {
     let locks = LockManager::memory();
-    let sections = contention(&locks).await;
+    let (sections, per_task) = contention_with(&locks, 1, Duration::ZERO).await;
     rows.push(Row {
         section: "memory",
         what: "64 tasks on one lock with wait".to_owned(),
@@ -662,6 +662,27 @@ async fn memory_contention(rows: &mut Vec<Row>) {
         unit: "sections/s",
         baseline_name: "-".to_owned(),
         baseline: 0.0,
+        target: None,
+        paired: None,
+    });
+    push_fairness(rows, "memory", "one lock, empty sections", &per_task);
+    // Sections long enough for every release to find waiters queued.
+    let (_, per_task) = contention_with(&locks, 1, Duration::from_millis(2)).await;
+    push_fairness(rows, "memory", "one lock, 2 ms sections", &per_task);
+}
+
+/// How evenly contending tasks were served: the fewest sections any one
+/// task ran, against the most.
+fn push_fairness(rows: &mut Vec<Row>, section: &'static str, what: &str, per_task: &[u64]) {
+    let fewest = per_task.iter().copied().min().unwrap_or(0);
+    let most = per_task.iter().copied().max().unwrap_or(0);
+    rows.push(Row {
+        section,
+        what: format!("fairness on the {what}: fewest sections of a task"),
+        value: fewest as f64,
+        unit: "sections",
+        baseline_name: "most sections of a task".to_owned(),
+        baseline: most as f64,
         target: None,
         paired: None,
     });
@@ -1166,18 +1187,7 @@ async fn redis_contention(url: &str, rows: &mut Vec<Row>) {
         ("semaphore of 4", semaphore_tasks),
         ("one lock", single_tasks),
     ] {
-        let fewest = per_task.iter().copied().min().unwrap_or(0);
-        let most = per_task.iter().copied().max().unwrap_or(0);
-        rows.push(Row {
-            section: "redis",
-            what: format!("fairness on the {what}: fewest sections of a task"),
-            value: fewest as f64,
-            unit: "sections",
-            baseline_name: "most sections of a task".to_owned(),
-            baseline: most as f64,
-            target: None,
-            paired: None,
-        });
+        push_fairness(rows, "redis", what, &per_task);
     }
 }
 

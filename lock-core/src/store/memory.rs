@@ -140,9 +140,10 @@ struct Slot {
     key: Arc<str>,
     lease: Option<Lease>,
     /// The tasks waiting for this key, first come first (a waiter leaves
-    /// when it goes away); present only while there are any. Boxed: most
-    /// keys never have a waiter, and a held lock's slot stays one pointer
-    /// larger instead of four.
+    /// when it goes away); made when the first one comes, and kept while
+    /// the slot lives, so a busy key does not make and free its queue again
+    /// and again. Boxed: most keys never have a waiter, and a held lock's
+    /// slot stays one pointer larger instead of four.
     waiters: Option<Box<Queue>>,
 }
 
@@ -267,7 +268,9 @@ impl Slot {
     }
 
     fn has_waiters(&self) -> bool {
-        self.waiters.is_some()
+        self.waiters
+            .as_ref()
+            .is_some_and(|queue| !queue.waiters.is_empty())
     }
 
     /// A slot with no live lease and nobody waiting can be dropped.
@@ -281,7 +284,7 @@ impl Slot {
     #[inline]
     fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Option<Waker>, bool) {
         self.lease = None;
-        if self.waiters.is_none() {
+        if !self.has_waiters() {
             return (None, true);
         }
         (self.hand_on(now, fences, false), false)
@@ -304,9 +307,6 @@ impl Slot {
         let fair = passed_on || now >= queue.fair_at;
         if fair {
             queue.fair_at = now + FAIR_EVERY;
-        }
-        if queue.waiters.is_empty() {
-            self.waiters = None;
         }
         let mut state = waiter.state();
         state.woken = Some(match &waiter.grant {
@@ -353,9 +353,6 @@ impl Slot {
     fn leave(&mut self, waiter: &Arc<Waiter>) {
         if let Some(queue) = &mut self.waiters {
             queue.waiters.retain(|queued| !Arc::ptr_eq(queued, waiter));
-            if queue.waiters.is_empty() {
-                self.waiters = None;
-            }
         }
     }
 }
