@@ -751,11 +751,7 @@ mod tests {
     fn extend_is_one_compare_and_expire_under_the_shard_lock() {
         // Extend must not be get-then-put: a stale holder extending must never
         // touch a lease that has passed to someone else.
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", Duration::from_millis(1)),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(Duration::from_millis(1));
         std::thread::sleep(Duration::from_millis(5));
         assert!(matches!(
             acquire(&store, "k", "b", TTL),
@@ -789,6 +785,16 @@ mod tests {
             "{sweeps} sweeps for {inserts} inserts is not amortised"
         );
         assert_eq!(store.len(), inserts, "live leases are never swept");
+    }
+
+    /// A store where "a" holds "k" for `ttl`.
+    fn held_by_a(ttl: Duration) -> MemoryStore {
+        let store = MemoryStore::new();
+        assert!(matches!(
+            acquire(&store, "k", "a", ttl),
+            Attempt::Acquired { .. }
+        ));
+        store
     }
 
     /// Queues `token` behind the holder of `key`, asking to be handed the
@@ -827,11 +833,7 @@ mod tests {
 
     #[test]
     fn a_release_hands_the_lease_to_the_first_waiter_in_order() {
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", TTL),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(TTL);
         let mut b = wait(&store, "k", "b", true);
         let mut c = wait(&store, "k", "c", true);
         assert!(woken(&mut b).is_none() && woken(&mut c).is_none());
@@ -874,11 +876,7 @@ mod tests {
 
     #[test]
     fn a_lease_handed_to_a_waiter_that_went_away_is_given_back_and_passed_on() {
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", TTL),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(TTL);
         let b = wait(&store, "k", "b", true);
         let mut c = wait(&store, "k", "c", true);
         handoff_due();
@@ -907,11 +905,7 @@ mod tests {
 
     #[test]
     fn a_wake_to_retry_that_went_unseen_goes_to_the_next_waiter() {
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", TTL),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(TTL);
         let b = wait(&store, "k", "b", false);
         let mut c = wait(&store, "k", "c", false);
         assert!(store.release_sync("k", "a"));
@@ -925,11 +919,7 @@ mod tests {
 
     #[test]
     fn a_waiter_that_goes_away_leaves_the_queue() {
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", Duration::from_millis(1)),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(Duration::from_millis(1));
         let b = wait(&store, "k", "b", true);
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(store.purge_expired(), 1, "the waiter keeps the slot alive");
@@ -948,11 +938,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn quick_releases_wake_waiters_and_a_handoff_comes_in_turn() {
-        let store = MemoryStore::new();
-        assert!(matches!(
-            acquire(&store, "k", "a", TTL),
-            Attempt::Acquired { .. }
-        ));
+        let store = held_by_a(TTL);
         let mut b = wait(&store, "k", "b", true);
         let mut c = wait(&store, "k", "c", true);
         // Released at once: b is woken to try again, and anyone running may
