@@ -19,13 +19,14 @@
 //!
 //! A waiter joins the key's queue under the same shard lock that decided its
 //! attempt failed, so no release can slip in between. Each release takes the
-//! first waiter off the queue and, for a [`Lock`](crate::Lock) waiting on one
-//! permit, hands it the lease there and then: the lease is written under the
-//! waiter's token before the shard lock drops, and the waiter is woken after,
-//! to find the lease already its own. A handoff is one task wake-up, with no
-//! second attempt, nothing for another task to barge in on, and strict
-//! first-come order among waiters. Other waiters (a semaphore's, a direct
-//! store caller's) are woken to try again.
+//! first waiter off the queue. A [`Lock`](crate::Lock) waiting on one permit
+//! is handed the lease in turn (see [`FAIR_EVERY`]): the lease is written
+//! under the waiter's token before the shard lock drops, and the waiter is
+//! woken after, to find the lease already its own: one task wake-up, with no
+//! second attempt and nothing for another task to barge in on. Between turns,
+//! and for other waiters (a semaphore's, a direct store caller's), the first
+//! waiter is woken to try again. Wakers are only ever woken after the shard
+//! lock drops, so a woken waiter never finds it taken.
 //!
 //! A waiter that goes away leaves the queue; one that goes away after it was
 //! handed the lease, before it saw so, gives the lease back, which hands it
@@ -210,7 +211,7 @@ struct Lease {
 /// Tokens this process made end in its own `@host:pid`, so only their random
 /// part needs keeping, inline: no allocation per acquire and less memory per
 /// held lock. Anything else is kept whole.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 enum StoredToken {
     Own([u8; token::RANDOM_HEX_LEN]),
     Other(Box<str>),
@@ -228,14 +229,6 @@ impl StoredToken {
         match self {
             StoredToken::Own(random) => token::own_random_part(token).as_ref() == Some(random),
             StoredToken::Other(stored) => &**stored == token,
-        }
-    }
-
-    fn same_as(&self, other: &StoredToken) -> bool {
-        match (self, other) {
-            (StoredToken::Own(a), StoredToken::Own(b)) => a == b,
-            (StoredToken::Other(a), StoredToken::Other(b)) => a == b,
-            _ => false,
         }
     }
 
@@ -291,26 +284,23 @@ impl Slot {
     }
 
     /// Takes the first waiter off the queue, for a key whose lease is gone,
-    /// and returns its waker, to wake once the shard lock is dropped (so the
-    /// waiter never finds the lock taken).
+    /// and returns its waker, to wake once the shard lock is dropped.
     ///
     /// A waiter that takes leases directly is handed this one (written under
-    /// its token) when the first waiter has queued, or the last handoff was,
-    /// [`FAIR_EVERY`] ago or more: a lone waiter, or the first release after
-    /// a pause, hands over at once; so does a lease given back by a waiter
-    /// that went away (`passed_on`), which no running task is after.
-    /// Otherwise, and for waiters that only want to know, the waiter is
-    /// woken to try again.
+    /// its token) when its turn is due: [`FAIR_EVERY`] after the queue was
+    /// made or the last handoff, so a waiter on a quiet key, or the first
+    /// release after a pause, hands over at once; and always for a lease
+    /// given back by a waiter that went away (`passed_on`), which no running
+    /// task is after. Otherwise, and for waiters that only want to know, the
+    /// waiter is woken to try again.
     fn hand_on(&mut self, now: Instant, fences: &AtomicU64, passed_on: bool) -> Option<Waker> {
         let queue = self.waiters.as_mut()?;
         let waiter = queue.waiters.pop_front()?;
-        let fair = passed_on || now >= queue.fair_at;
-        if fair {
-            queue.fair_at = now + FAIR_EVERY;
-        }
+        let due = passed_on || now >= queue.fair_at;
         let mut state = waiter.state();
         state.woken = Some(match &waiter.grant {
-            Some(grant) if fair => {
+            Some(grant) if due => {
+                queue.fair_at = now + FAIR_EVERY;
                 let fence = next_fence(fences, grant.fenced);
                 self.lease = Some(Lease {
                     token: grant.token.clone(),
@@ -392,9 +382,9 @@ impl Drop for Queued {
         }
         let now = Instant::now();
         let fences = &self.store.inner.fence;
-        let waker = self.store.with_shard(&self.key, |shard, hash| {
+        self.store.with_shard_waking(&self.key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| slot.key == self.key) else {
-                return None;
+                return ((), None);
             };
             let slot = found.get_mut();
             let woken = self.waiter.state().woken;
@@ -409,7 +399,7 @@ impl Drop for Queued {
                         .lease
                         .as_ref()
                         .zip(token)
-                        .is_some_and(|(lease, token)| lease.token.same_as(token));
+                        .is_some_and(|(lease, token)| lease.token == *token);
                     if ours {
                         slot.lease = None;
                         slot.hand_on(now, fences, true)
@@ -425,11 +415,8 @@ impl Drop for Queued {
             if slot.is_garbage(now) {
                 found.remove();
             }
-            waker
+            ((), waker)
         });
-        if let Some(waker) = waker {
-            waker.wake();
-        }
     }
 }
 
@@ -499,6 +486,21 @@ impl MemoryStore {
         f(&mut lock(&self.inner.shards[index].0), hash)
     }
 
+    /// [`with_shard`](MemoryStore::with_shard) for an operation that may
+    /// take a waiter off the queue: `f` returns that waiter's waker with its
+    /// result, and it is woken once the shard lock is dropped.
+    fn with_shard_waking<R>(
+        &self,
+        key: &str,
+        f: impl FnOnce(&mut Shard, u64) -> (R, Option<Waker>),
+    ) -> R {
+        let (result, waker) = self.with_shard(key, f);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        result
+    }
+
     fn try_acquire(&self, request: AcquireRequest<'_>) -> Attempt {
         // The caller's send time, on this same clock: no second reading.
         let now = request.sent;
@@ -519,7 +521,7 @@ impl MemoryStore {
                     let slot = occupied.get_mut();
                     match slot.live_lease(now) {
                         None => {
-                            let fence = self.next_fence(request.fenced);
+                            let fence = next_fence(&self.inner.fence, request.fenced);
                             slot.lease = Some(lease(fence));
                             Attempt::Acquired { fence }
                         }
@@ -530,7 +532,7 @@ impl MemoryStore {
                     }
                 }
                 Entry::Vacant(vacant) => {
-                    let fence = self.next_fence(request.fenced);
+                    let fence = next_fence(&self.inner.fence, request.fenced);
                     vacant.insert(Slot {
                         key: request
                             .shared_key
@@ -545,14 +547,10 @@ impl MemoryStore {
         })
     }
 
-    fn next_fence(&self, fenced: bool) -> Option<u64> {
-        next_fence(&self.inner.fence, fenced)
-    }
-
     /// Compare-and-delete; also the synchronous path for dropped guards.
     fn release_sync(&self, key: &str, token: &str) -> bool {
         let now = Instant::now();
-        let (released, waker) = self.with_shard(key, |shard, hash| {
+        self.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
                 return (false, None);
             };
@@ -570,11 +568,7 @@ impl MemoryStore {
                 found.remove();
             }
             (was_live, waker)
-        });
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        released
+        })
     }
 
     fn extend_sync(&self, key: &str, token: &str, ttl: Duration) -> bool {
@@ -595,7 +589,7 @@ impl MemoryStore {
 
     fn force_release_sync(&self, key: &str) -> bool {
         let now = Instant::now();
-        let (released, waker) = self.with_shard(key, |shard, hash| {
+        self.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
                 return (false, None);
             };
@@ -606,11 +600,7 @@ impl MemoryStore {
                 found.remove();
             }
             (was_live, waker)
-        });
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        released
+        })
     }
 
     fn holder_sync(&self, key: &str) -> Option<Holder> {
