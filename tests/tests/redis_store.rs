@@ -1104,3 +1104,63 @@ async fn contention_reported_to_the_caller_says_how_long_the_holder_has_left() {
         other => panic!("expected contention with the holder's remaining ttl: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_suffix_with_quotes_brackets_and_newlines_still_wakes_waiters() {
+    // The release script carries the channel suffix as a Lua literal: a
+    // suffix that would end a quoted or long-bracket string early must
+    // still name the channel exactly.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let channel = format!("{}\"q' ]] \\ \n é", unique("odd"));
+    let config = RedisConfig::new().channel(channel.clone());
+    let prefix = unique("odd-channel");
+    let locks = LockManager::new(
+        RedisStore::connect_with(&url, config)
+            .await
+            .expect("connect"),
+    )
+    .with_prefix(&prefix);
+    let mut data = data_connection(&url).await;
+    let held = locks
+        .lock("a", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiting = {
+        let lock = locks.lock("a", LONG).wait_for(LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    // Until the waiter listens on the exact channel the script must name.
+    let exact = format!("{{{prefix}a}}:{channel}");
+    let started = Instant::now();
+    loop {
+        let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&exact)
+            .query_async(&mut data)
+            .await
+            .expect("PUBSUB NUMSUB");
+        if counts == [(exact.clone(), 1)] {
+            break;
+        }
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "the waiter subscribed: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    held.release().await.expect("release");
+    // Held for a minute otherwise: only the announcement wakes it in time.
+    tokio::time::timeout(HANG_GUARD, waiting)
+        .await
+        .expect("the release was announced on the waiter's channel")
+        .expect("task")
+        .expect("acquire")
+        .expect("the waiter got it")
+        .release()
+        .await
+        .expect("release");
+}

@@ -1,6 +1,6 @@
 //! Opening a store's connections: URLs, the command connection (one server
-//! or a cluster), the scripts loaded up front, and the release subscription
-//! started before the store is handed out.
+//! or a cluster), the release subscription started and the scripts loaded
+//! up front, before the store is handed out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,8 @@ use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinHandle;
 
 use super::Shared;
 use super::config::RedisConfig;
@@ -16,7 +18,7 @@ use super::scripts::Scripts;
 use super::sharded::ShardedListener;
 use super::wakeups::Listener;
 use crate::store::net::deadline::{CallError, Deadline};
-use crate::store::net::waiters::Waiters;
+use crate::store::net::waiters::{Waiters, Watch};
 use crate::{Error, Result};
 
 /// The command connection: one reconnecting multiplexed connection to a
@@ -161,50 +163,73 @@ pub(super) async fn cluster(
     start(Connection::Cluster(connection), subscribers, nodes, config).await
 }
 
-/// Loads the scripts, subscribes, and starts the listener.
+/// Subscribes, starts the listener, and loads the scripts.
 async fn start(
     connection: Connection,
     subscribers: Vec<Client>,
     nodes: Vec<String>,
     config: RedisConfig,
 ) -> Result<Shared> {
-    let scripts = Scripts::new();
     let joined = nodes.join(",");
+    let (waiters, changes) = Waiters::watched();
+    let waiters = Arc::new(waiters);
+    let (listener, publish) = listen(&connection, subscribers, &config, &waiters, changes)
+        .await
+        .map_err(|e| {
+            Error::store(
+                "subscribe",
+                joined.clone(),
+                format!("could not subscribe to release notifications: {e}"),
+            )
+        })?;
+    // The release scripts announce the way the listener hears.
+    let scripts = Scripts::new(publish, &config.channel);
+    // From here the listener runs: if loading fails, dropping `shared`
+    // stops it.
+    let shared = Shared {
+        connection,
+        scripts,
+        waiters,
+        config,
+        nodes,
+        listener,
+        publish,
+    };
     // Loaded up front so the first acquire costs one round trip; on a
     // cluster, SCRIPT LOAD reaches every primary.
-    for script in scripts.all() {
-        let mut connection = connection.clone();
-        deadline(&config)
+    for script in shared.scripts.all() {
+        let mut connection = shared.connection.clone();
+        deadline(&shared.config)
             .bound(script.prepare_invoke().load_async(&mut connection))
             .await
             .map_err(|e| connect_error(&joined, e))?;
     }
-    let (waiters, changes) = Waiters::watched();
-    let waiters = Arc::new(waiters);
+    Ok(shared)
+}
+
+/// Starts the listener for release announcements, and returns it with the
+/// command releases are announced by.
+async fn listen(
+    connection: &Connection,
+    subscribers: Vec<Client>,
+    config: &RedisConfig,
+    waiters: &Arc<Waiters>,
+    changes: UnboundedReceiver<Watch>,
+) -> std::result::Result<(JoinHandle<()>, &'static str), CallError<RedisError>> {
     // On a cluster, sharded pub/sub when every node has it (Redis 7): a
     // release's message then stays on the shard that owns the key.
-    let changes = match &connection {
+    let changes = match connection {
         Connection::Cluster(_) => {
             match ShardedListener::connect(
                 &subscribers,
                 config.channel.clone(),
                 config.timeout,
-                Arc::clone(&waiters),
+                Arc::clone(waiters),
                 changes,
             )
             .await
             {
-                Ok(listener) => {
-                    return Ok(Shared {
-                        connection,
-                        scripts,
-                        waiters,
-                        config,
-                        nodes,
-                        listener: tokio::spawn(listener.run()),
-                        publish: "SPUBLISH",
-                    });
-                }
+                Ok(listener) => return Ok((tokio::spawn(listener.run()), "SPUBLISH")),
                 Err((error, changes)) => {
                     tracing::info!(
                         %error,
@@ -221,28 +246,13 @@ async fn start(
         subscribers,
         channel: config.channel.clone(),
         timeout: config.timeout,
-        waiters: Arc::clone(&waiters),
+        waiters: Arc::clone(waiters),
         changes,
     };
     // Connected before returning, so the very first waiter's subscription
     // is one command away.
-    let (index, subscription) = listener.subscribe_any(0).await.map_err(|e| {
-        Error::store(
-            "subscribe",
-            joined.clone(),
-            format!("could not subscribe to release notifications: {e}"),
-        )
-    })?;
-    let listener = tokio::spawn(listener.run(index, subscription));
-    Ok(Shared {
-        connection,
-        scripts,
-        waiters,
-        config,
-        nodes,
-        listener,
-        publish: "PUBLISH",
-    })
+    let (index, subscription) = listener.subscribe_any(0).await?;
+    Ok((tokio::spawn(listener.run(index, subscription)), "PUBLISH"))
 }
 
 /// `url` with any `user:password@` part removed.

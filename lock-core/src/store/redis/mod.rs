@@ -418,9 +418,7 @@ impl LockStore for RedisStore {
             let script = &self.shared.scripts.release;
             let released: i64 = self
                 .on_lease("release", key, script, true, |call| {
-                    call.arg(token)
-                        .arg(&self.shared.config.channel)
-                        .arg(self.shared.publish);
+                    call.arg(token);
                 })
                 .await?;
             Ok(released == 1)
@@ -448,10 +446,7 @@ impl LockStore for RedisStore {
         Box::pin(async move {
             let script = &self.shared.scripts.force_release;
             let released: i64 = self
-                .on_lease("force-release", key, script, true, |call| {
-                    call.arg(&self.shared.config.channel)
-                        .arg(self.shared.publish);
-                })
+                .on_lease("force-release", key, script, true, |_| {})
                 .await?;
             Ok(released == 1)
         })

@@ -4,6 +4,12 @@
 //! reply described at its top. They are sent by SHA1 (`EVALSHA`), loaded
 //! when the store connects, and reloaded once, within the call's deadline,
 //! when a server that restarted or flushed its cache answers `NOSCRIPT`.
+//!
+//! The scripts that announce a release start with a prologue of the store's
+//! own, setting `PUBLISH` (the command) and `CHANNEL` (`:` and the channel
+//! suffix): both are fixed for the store's life, and as arguments they would
+//! cost the server on every release (each argument about as much as a short
+//! command). Stores with different settings load different scripts.
 
 use ::redis::{Cmd, Script};
 
@@ -19,12 +25,25 @@ pub(super) struct Scripts {
 }
 
 impl Scripts {
-    pub(super) fn new() -> Self {
+    /// The scripts of a store that announces releases with `publish`
+    /// (`PUBLISH` or `SPUBLISH`) on each lease's channel ending in
+    /// `channel` (the [`RedisConfig::channel`](super::RedisConfig::channel)
+    /// suffix).
+    pub(super) fn new(publish: &str, channel: &str) -> Self {
+        let announcing = |body: &str| {
+            let mut text = format!(
+                "local PUBLISH, CHANNEL = {}, {}\n",
+                lua_string(publish),
+                lua_string(&format!(":{channel}"))
+            );
+            text.push_str(body);
+            Script::new(&text)
+        };
         Scripts {
             acquire: Script::new(include_str!("lua/acquire.lua")),
-            release: Script::new(include_str!("lua/release.lua")),
+            release: announcing(include_str!("lua/release.lua")),
             extend: Script::new(include_str!("lua/extend.lua")),
-            force_release: Script::new(include_str!("lua/force_release.lua")),
+            force_release: announcing(include_str!("lua/force_release.lua")),
             holder: Script::new(include_str!("lua/holder.lua")),
         }
     }
@@ -55,4 +74,62 @@ pub(super) fn evalsha(script: &Script, keys: &[KeyArg<'_>]) -> Cmd {
         call.arg(key);
     }
     call
+}
+
+/// `text` as a Lua string literal: every byte as a decimal escape, so no
+/// quote, backslash, newline or other byte of a configured name can end the
+/// literal early or change the script around it.
+fn lua_string(text: &str) -> String {
+    use std::fmt::Write;
+    let mut literal = String::with_capacity(2 + 4 * text.len());
+    literal.push('"');
+    for byte in text.bytes() {
+        // Three digits always: a digit after a shorter escape would be read
+        // as part of it.
+        let _ = write!(literal, "\\{byte:03}");
+    }
+    literal.push('"');
+    literal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lua_literal_escapes_every_byte() {
+        assert_eq!(lua_string(":a"), r#""\058\097""#);
+        let hostile = "x\"]] \\\n'é7";
+        let literal = lua_string(hostile);
+        let inner = &literal[1..literal.len() - 1];
+        assert_eq!(inner.len(), 4 * hostile.len(), "{literal}");
+        // Decoded back, escape by escape, it is the text given.
+        let bytes: Vec<u8> = inner
+            .as_bytes()
+            .chunks(4)
+            .map(|escape| {
+                assert_eq!(escape[0], b'\\', "{literal}");
+                std::str::from_utf8(&escape[1..])
+                    .expect("digits")
+                    .parse()
+                    .expect("a byte")
+            })
+            .collect();
+        assert_eq!(bytes, hostile.as_bytes());
+    }
+
+    #[test]
+    fn each_setting_makes_its_own_announcing_scripts() {
+        let plain = Scripts::new("PUBLISH", "lock-core:released");
+        let sharded = Scripts::new("SPUBLISH", "lock-core:released");
+        let other = Scripts::new("PUBLISH", "billing:released");
+        assert_ne!(plain.release.get_hash(), sharded.release.get_hash());
+        assert_ne!(plain.release.get_hash(), other.release.get_hash());
+        assert_ne!(
+            plain.force_release.get_hash(),
+            other.force_release.get_hash()
+        );
+        // The others do not depend on them.
+        assert_eq!(plain.acquire.get_hash(), other.acquire.get_hash());
+    }
 }
