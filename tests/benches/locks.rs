@@ -470,7 +470,9 @@ fn memory_throughput(rows: &mut Vec<Row>) {
                 unit: "pairs/s",
                 baseline_name: "Mutex<HashMap> insert/remove".to_owned(),
                 baseline: rates.median(1),
-                target: Some(Target::RatioAtLeast(0.5)),
+                // One task with the Lock reused must reach 0.6x (the Lock
+                // built per call, its own row, 0.5x); 64 tasks 0.5x.
+                target: Some(Target::RatioAtLeast(if tasks == 1 { 0.6 } else { 0.5 })),
                 paired: rates.paired(0, 1),
             });
         }
