@@ -191,6 +191,75 @@ async fn a_waiter_gets_a_released_lock_at_the_instant_of_release() {
     );
 }
 
+/// Polls `acquire` once, where nothing will wake it: it finds the lock held
+/// and queues.
+fn queued<F: std::future::Future>(acquire: &mut std::pin::Pin<Box<F>>) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        acquire.as_mut().poll(&mut cx).is_pending(),
+        "the lock is held: the acquire waits"
+    );
+}
+
+/// A release hands the lease straight to the first waiter in line. If that
+/// waiter's acquire is dropped (cancelled: a timeout, a `select!` that took
+/// another branch) after the handoff but before it ran again, nobody would
+/// ever release the lease it was handed; it must go on to the next waiter,
+/// and with nobody left, back to the store, at once rather than at its TTL.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_waiter_cancelled_after_the_release_handed_it_the_lease_passes_it_on() {
+    let store = MemoryStore::new();
+    let locks = LockManager::new(store.clone());
+    let lock = || locks.lock("handed", LONG).wait_for(LONG);
+    let acquire_free = || async { locks.lock("handed", LONG).acquire().await.expect("acquire") };
+    for next_in_line in [true, false] {
+        let holder = acquire_free().await.expect("free");
+        let (first, second) = (lock(), lock());
+        let mut first_acquire = Box::pin(first.acquire());
+        queued(&mut first_acquire);
+        let mut second_acquire = next_in_line.then(|| Box::pin(second.acquire()));
+        if let Some(second_acquire) = &mut second_acquire {
+            queued(second_acquire);
+        }
+        // Past the first turn, so the release hands the lease over rather
+        // than waking the waiter to try again.
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let released_at = tokio::time::Instant::now();
+        holder.release().await.expect("release");
+        assert!(
+            locks.lock("handed", LONG).is_held().await.expect("is_held"),
+            "the release handed the lease to the first waiter"
+        );
+        drop(first_acquire);
+        match second_acquire {
+            Some(second_acquire) => {
+                let guard = second_acquire
+                    .await
+                    .expect("acquire")
+                    .expect("passed on to the next in line");
+                assert_eq!(
+                    tokio::time::Instant::now(),
+                    released_at,
+                    "handed on at once, not after the lease's TTL"
+                );
+                guard.release().await.expect("release");
+            }
+            None => {
+                assert!(
+                    store.is_empty(),
+                    "with nobody else waiting, the lease went back"
+                );
+            }
+        }
+        acquire_free()
+            .await
+            .expect("nothing is left held afterwards")
+            .release()
+            .await
+            .expect("release");
+    }
+}
+
 /// A guard dropped where no runtime exists (a panic unwinding a plain thread,
 /// say) is still released at once by the memory store, which needs no I/O.
 #[test]
