@@ -1164,3 +1164,86 @@ async fn a_channel_suffix_with_quotes_brackets_and_newlines_still_wakes_waiters(
         .await
         .expect("release");
 }
+
+/// Calls of `command` the server has served, from `INFO commandstats`.
+async fn served(data: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(data)
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().expect("a count"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_acquire_that_finds_the_lock_free_sends_one_plain_set() {
+    // `#[locked(wait = "2s")]` calls mostly find their lock free: each
+    // should cost the server what a plain acquire does (one native SET, no
+    // script, no subscription), not the waiting machinery it never needs.
+    // A server of this test's own, so the counts are its calls alone.
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let locks = LockManager::new(RedisStore::connect(&server.url()).await.expect("connect"));
+    let mut data = data_connection(&server.url()).await;
+    let (sets, scripts, subscribes) = (
+        served(&mut data, "set").await,
+        served(&mut data, "evalsha").await,
+        served(&mut data, "subscribe").await,
+    );
+    for _ in 0..20 {
+        locks
+            .lock("free", LONG)
+            .wait_for(Duration::from_secs(2))
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free")
+            .release()
+            .await
+            .expect("release");
+    }
+    assert_eq!(served(&mut data, "set").await - sets, 20, "one SET each");
+    assert_eq!(
+        served(&mut data, "evalsha").await - scripts,
+        20,
+        "and the release's script: no acquire script"
+    );
+    assert_eq!(
+        served(&mut data, "subscribe").await,
+        subscribes,
+        "nobody waited, so nothing was subscribed to"
+    );
+
+    // Found held, the same acquire marks the key, listens, and is woken.
+    let held = locks
+        .lock("free", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiting = {
+        let lock = locks.lock("free", LONG).wait_for(LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    let started = Instant::now();
+    while served(&mut data, "subscribe").await == subscribes {
+        assert!(started.elapsed() < HANG_GUARD, "the waiter subscribed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    held.release().await.expect("release");
+    tokio::time::timeout(HANG_GUARD, waiting)
+        .await
+        .expect("the release woke the waiter")
+        .expect("task")
+        .expect("acquire")
+        .expect("the waiter got it")
+        .release()
+        .await
+        .expect("release");
+}

@@ -71,19 +71,21 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// # One round trip per operation
 ///
 /// Each operation is one round trip: a Lua script sent by its SHA1 hash
-/// (`EVALSHA`), or, for an acquire that neither waits nor is fenced, the
-/// native `SET NX PX` alone (a script call costs the server several times a
-/// native `SET`, and the server's CPU is what bounds throughput when many
-/// tasks share one Redis). A server that does not know a script (it
+/// (`EVALSHA`), or, for an acquire that is not fenced, the native `SET NX
+/// PX` alone (a script call costs the server several times a native `SET`,
+/// and the server's CPU is what bounds throughput when many tasks share one
+/// Redis). The one exception is a waiting acquire that finds the lock held:
+/// its `SET` is followed by the acquire script, which marks the key as
+/// waited for. A server that does not know a script (it
 /// restarted, or its script cache was flushed) answers `NOSCRIPT`; the script
 /// is then loaded and the call retried once, transparently. The scripts are
 /// loaded when the store connects, so in the steady state every operation
-/// costs exactly one round trip:
+/// costs exactly one round trip, that exception aside:
 ///
 /// | operation | script |
 /// |---|---|
-/// | acquire, not waiting | the native `SET key token NX PX ttl`, no script |
-/// | acquire, waiting or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
+/// | acquire | the native `SET key token NX PX ttl`, no script |
+/// | acquire, waiting, after that `SET` failed; or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` on the key's channel |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
 ///
@@ -115,6 +117,7 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///
 /// ```text
 /// waiter                         store (this process)              Redis
+/// SET NX PX                 -------------------------------->  held: no
 /// register interest in key  -->  first waiter: SUBSCRIBE channel of key
 /// acquire script            -------------------------------->  held: PTTL, mark key as waited for
 ///                                                         <--  { held, 1830 ms }
@@ -124,15 +127,17 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///                                                     holder:  release script: DEL, PUBLISH on key's channel
 ///                                subscription receives key <--
 /// wake one local waiter     <--  Notify
-/// acquire script            -------------------------------->  SET NX PX ... ours
+/// SET NX PX                 -------------------------------->  ours
 /// ```
 ///
 /// Interest is registered *before* the acquire script is sent, so a release
 /// that races with the attempt still wakes the waiter once the subscription
-/// is up; and since a release may land before the server confirms the
+/// is up (a release before the script makes the script's own `SET`
+/// succeed); and since a release may land before the server confirms the
 /// subscription, the waiters of a key retry once when it is confirmed. The
-/// uncontended path sends nothing to pub/sub: a release only publishes when
-/// the key is marked as waited for.
+/// uncontended path sends nothing to pub/sub, waiting or not: an acquire
+/// whose first `SET` succeeds never registers interest, and a release only
+/// publishes when the key is marked as waited for.
 ///
 /// On a cluster of Redis 7 or later, notifications use sharded pub/sub: the
 /// channel starts with the lease key, so it is in the lease's slot; the
@@ -331,13 +336,14 @@ impl RedisStore {
         reply.map_err(|e| Error::store(operation, key, e))
     }
 
-    /// An acquire that neither waits nor wants a fencing token: the native
+    /// An acquire that does not want a fencing token: the native
     /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
     ///
-    /// A caller that does not wait has no use for the holder's remaining TTL,
-    /// so it is not read; and a native command costs the server a fraction of
-    /// a script call, which is what bounds throughput when many tasks share
-    /// one Redis.
+    /// It does not read the holder's remaining TTL or mark the key as waited
+    /// for: a caller that waits follows a failed set with
+    /// [`acquire_scripted`](RedisStore::acquire_scripted). A native command
+    /// costs the server a fraction of a script call, which is what bounds
+    /// throughput when many tasks share one Redis.
     async fn acquire_plain(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
         // Sized once, as `evalsha` does: a command grown argument by argument
         // reallocates its buffers several times, which cost more client CPU
@@ -365,9 +371,10 @@ impl RedisStore {
         })
     }
 
-    /// An acquire that waits or wants a fencing token: one script, so that
-    /// marking the key as waited for (or taking the next fencing token)
-    /// happens atomically with the set-if-absent.
+    /// An acquire that wants a fencing token, or that waits and found the
+    /// key held: one script, so that marking the key as waited for (or
+    /// taking the next fencing token) happens atomically with the
+    /// set-if-absent.
     async fn acquire_scripted(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
         // Before the script: a release that lands between the script and our
         // sleep must still wake us.
@@ -405,10 +412,18 @@ impl LockStore for RedisStore {
             check_key(request.key)?;
             // A failed or dropped acquire may still have set the lease on
             // the server; the runtime gives it back (see the store contract).
-            if request.wake || request.fenced {
-                self.acquire_scripted(request).await
-            } else {
-                self.acquire_plain(request).await
+            if request.fenced {
+                return self.acquire_scripted(request).await;
+            }
+            // A caller that waits tries the plain `SET NX PX` first too:
+            // most acquires find the lock free, and then need neither the
+            // script nor this process listening for the key's release. Only
+            // a held lease costs the second round trip, which marks the key
+            // as waited for, reads the holder's TTL, and retries the set in
+            // the same step, so a release in between is never missed.
+            match self.acquire_plain(request).await? {
+                Attempt::Held { .. } if request.wake => self.acquire_scripted(request).await,
+                attempt => Ok(attempt),
             }
         })
     }
