@@ -954,7 +954,7 @@ async fn redis_throughput_on(url: &str, tasks: usize, rows: &mut Vec<Row>) {
     let release = redis::Script::new(lock_tests::raw::RELEASE);
     let rslock = rslock::LockManager::new(vec![url.to_owned()]);
     {
-        let direct = lock_core_pairs(&locks, "direct");
+        let direct = lock_core_pairs(&locks, "direct", Duration::ZERO);
         // What `#[locked]` stands for, written by hand: the registry's
         // manager, a lock built per call from the name, and `run`. Both run
         // under the same task-local manager override.
@@ -1292,11 +1292,12 @@ async fn redis_fleet(url: &str, rows: &mut Vec<Row>) {
 }
 
 /// Uncontended lock-core pairs, each task on `<prefix>:<task>`, the `Lock`
-/// built per call.
-fn lock_core_pairs(locks: &LockManager, prefix: &'static str) -> Op {
+/// built per call, waiting up to `wait` (as `#[locked(wait = ...)]` does)
+/// if it were ever held.
+fn lock_core_pairs(locks: &LockManager, prefix: &'static str, wait: Duration) -> Op {
     let locks = locks.clone();
     op(move |task| {
-        let lock = locks.lock(format!("{prefix}:{task}"), TTL);
+        let lock = locks.lock(format!("{prefix}:{task}"), TTL).wait_for(wait);
         async move {
             let guard = lock.acquire().await.expect("acquire").expect("uncontended");
             guard.release().await.expect("release");
@@ -1358,13 +1359,19 @@ fn redis_default_runtime(url: &str, rows: &mut Vec<Row>) {
         let release = redis::Script::new(lock_tests::raw::RELEASE);
         let rslock = rslock::LockManager::new(vec![url.to_owned()]);
         for tasks in [1, 64] {
-            let ours = lock_core_pairs(&locks, "mt");
+            let ours = lock_core_pairs(&locks, "mt", Duration::ZERO);
             let raw = raw_pairs(&multiplexed, &release, "bench:mt-raw");
             let theirs = rslock_pairs(&rslock, "bench:mt-rslock");
+            let waiting = lock_core_pairs(&locks, "mt-wait", Duration::from_secs(2));
             let rates = rotated(
                 tasks,
                 9,
-                &[("lock-core", ours), ("raw", raw), ("rslock", theirs)],
+                &[
+                    ("lock-core", ours),
+                    ("raw", raw),
+                    ("rslock", theirs),
+                    ("lock-core waiting", waiting),
+                ],
             )
             .await;
             rows.push(Row {
@@ -1386,6 +1393,18 @@ fn redis_default_runtime(url: &str, rows: &mut Vec<Row>) {
                 baseline: rates.median(2),
                 target: (tasks == 64).then_some(Target::RatioAtLeast(1.2)),
                 paired: rates.paired(0, 2),
+            });
+            // The same pairs with a wait, as `#[locked(wait = "2s")]` runs
+            // them: found free, they cost what a plain acquire does.
+            rows.push(Row {
+                section: "redis",
+                what: format!("default runtime, uncontended pairs with wait, {tasks} task(s)"),
+                value: rates.median(3),
+                unit: "pairs/s",
+                baseline_name: "raw loop on one MultiplexedConnection".to_owned(),
+                baseline: rates.median(1),
+                target: None,
+                paired: rates.paired(3, 1),
             });
         }
     });
