@@ -350,6 +350,20 @@ async fn on_a_cluster_a_waiter_elsewhere_is_woken_by_the_release() {
     .await;
 }
 
+/// The guard a spawned waiting acquire ends with, within [`HANG_GUARD`]:
+/// `what` says what must wake it and let it have the lock.
+async fn woken(
+    waiting: tokio::task::JoinHandle<lock_core::Result<Option<lock_core::LockGuard>>>,
+    what: &str,
+) -> lock_core::LockGuard {
+    tokio::time::timeout(HANG_GUARD, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("in time: {what}"))
+        .expect("task")
+        .expect("acquire")
+        .unwrap_or_else(|| panic!("the lock: {what}"))
+}
+
 /// The channels with at least one subscriber whose names end with
 /// `suffix`, sorted, each with its number of subscribers.
 async fn subscribed(
@@ -436,13 +450,11 @@ async fn a_process_waiting_on_one_lock_hears_no_releases_of_another() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         held_b.release().await.expect("release");
-        let got = tokio::time::timeout(HANG_GUARD, waiting_b)
+        woken(waiting_b, "B's waiter is woken by B's release and gets B")
             .await
-            .expect("B's waiter is woken by B's release")
-            .expect("task")
-            .expect("acquire")
-            .expect("B's waiter got B");
-        got.release().await.expect("release");
+            .release()
+            .await
+            .expect("release");
         assert!(
             !waiting_a.is_finished(),
             "A is still held: its waiter waits on"
@@ -458,12 +470,8 @@ async fn a_process_waiting_on_one_lock_hears_no_releases_of_another() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     held_a.release().await.expect("release");
-    tokio::time::timeout(HANG_GUARD, waiting_a)
+    woken(waiting_a, "A's waiter is woken by A's release and gets A")
         .await
-        .expect("A's waiter is woken by A's release")
-        .expect("task")
-        .expect("acquire")
-        .expect("A's waiter got A")
         .release()
         .await
         .expect("release");
@@ -891,13 +899,11 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
     // The release is published on the new owner; it must wake the waiter
     // long before the holder's 60 s TTL.
     assert!(guard.release().await.expect("release"), "still ours");
-    let got = tokio::time::timeout(HANG_GUARD, waiter)
+    woken(waiter, "the release wakes the waiter after the slot moved")
         .await
-        .expect("the release wakes the waiter after the slot moved")
-        .expect("task")
-        .expect("acquire")
-        .expect("the waiter gets the lock");
-    got.release().await.expect("release");
+        .release()
+        .await
+        .expect("release");
     eventually("no subscription once nobody waits", || {
         all.iter()
             .all(|port| !shard_channels(*port).contains(&channel))
@@ -1154,12 +1160,8 @@ async fn a_channel_suffix_with_quotes_brackets_and_newlines_still_wakes_waiters(
     }
     held.release().await.expect("release");
     // Held for a minute otherwise: only the announcement wakes it in time.
-    tokio::time::timeout(HANG_GUARD, waiting)
+    woken(waiting, "the release was announced on the waiter's channel")
         .await
-        .expect("the release was announced on the waiter's channel")
-        .expect("task")
-        .expect("acquire")
-        .expect("the waiter got it")
         .release()
         .await
         .expect("release");
@@ -1237,12 +1239,8 @@ async fn a_waiting_acquire_that_finds_the_lock_free_sends_one_plain_set() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     held.release().await.expect("release");
-    tokio::time::timeout(HANG_GUARD, waiting)
+    woken(waiting, "the release woke the waiter")
         .await
-        .expect("the release woke the waiter")
-        .expect("task")
-        .expect("acquire")
-        .expect("the waiter got it")
         .release()
         .await
         .expect("release");
