@@ -333,6 +333,51 @@ async fn a_call_that_reloads_its_script_is_still_bounded_by_one_timeout() {
     );
 }
 
+/// A waiting acquire that finds the lock held sends two requests, the plain
+/// `SET` and then the acquire script; both share the acquire's one bound.
+/// Here each reply takes 600 ms against a 1 s bound: the acquire must fail
+/// at the bound. With a fresh bound per request each would fit, and the
+/// waiter would go on to wait for the holder (a minute, here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_acquire_sends_its_set_and_its_script_under_one_timeout() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let proxy = Proxy::start(&format!("127.0.0.1:{}", server.port()))
+        .await
+        .expect("proxy");
+    let timeout = Duration::from_secs(1);
+    let slow = LockManager::new(
+        RedisStore::connect_with(&proxy.url("redis"), RedisConfig::new().timeout(timeout))
+            .await
+            .expect("connect through the proxy"),
+    );
+    let direct = LockManager::new(RedisStore::connect(&server.url()).await.expect("connect"));
+    let _held = direct
+        .lock("slow", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    proxy.set_delay(Duration::from_millis(600));
+    let started = Instant::now();
+    let acquired =
+        tokio::time::timeout(HANG_GUARD, slow.lock("slow", LONG).wait_for(LONG).acquire())
+            .await
+            .expect("the acquire ends at its bound, not after the holder");
+    let took = started.elapsed();
+    let error = acquired.expect_err("two 600 ms round trips do not fit in 1 s");
+    assert!(
+        error.chain().to_string().contains("within 1s"),
+        "the error's cause names the bound: {}",
+        error.chain()
+    );
+    assert!(
+        took < Duration::from_millis(1200),
+        "the acquire ended at its bound: {took:?}"
+    );
+}
+
 /// A Redis guard dropped while its runtime shuts down cannot be released (the
 /// release task never runs): the operator is told at WARN that the lease
 /// ends at its ttl, and it does stay until then.

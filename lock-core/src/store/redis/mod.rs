@@ -30,7 +30,7 @@ pub use self::config::RedisConfig;
 use self::connect::Connection;
 use self::keys::{KeyArg, check_key, lease_key, millis};
 use self::scripts::{Scripts, evalsha};
-use super::net::deadline::CallError;
+use super::net::deadline::{CallError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
@@ -305,22 +305,23 @@ impl RedisStore {
             evalsha(script, &[KeyArg::lease(key)])
         };
         args(&mut call);
-        self.invoke(operation, key, script, &call).await
+        let deadline = connect::deadline(&self.shared.config);
+        self.invoke(operation, key, script, &call, deadline).await
     }
 
-    /// Runs one script call, built by [`evalsha`], under one deadline; loads
-    /// the script and retries when the server does not know it (it
-    /// restarted, or its script cache was flushed), within what is left of
-    /// that deadline.
+    /// Runs one script call, built by [`evalsha`], under the operation's
+    /// `deadline`; loads the script and retries when the server does not
+    /// know it (it restarted, or its script cache was flushed), within what
+    /// is left of that deadline.
     async fn invoke<T: FromRedisValue>(
         &self,
         operation: &'static str,
         key: &str,
         script: &Script,
         call: &Cmd,
+        deadline: Deadline,
     ) -> Result<T> {
         let mut connection = self.shared.connection.clone();
-        let deadline = connect::deadline(&self.shared.config);
         let reply = match deadline.bound(call.query_async(&mut connection)).await {
             Err(CallError::Store(error))
                 if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
@@ -344,7 +345,11 @@ impl RedisStore {
     /// [`acquire_scripted`](RedisStore::acquire_scripted). A native command
     /// costs the server a fraction of a script call, which is what bounds
     /// throughput when many tasks share one Redis.
-    async fn acquire_plain(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+    async fn acquire_plain(
+        &self,
+        request: AcquireRequest<'_>,
+        deadline: Deadline,
+    ) -> Result<Attempt> {
         // Sized once, as `evalsha` does: a command grown argument by argument
         // reallocates its buffers several times, which cost more client CPU
         // than the rest of the call.
@@ -357,7 +362,7 @@ impl RedisStore {
             .arg("PX")
             .arg(millis(request.ttl));
         let mut connection = self.shared.connection.clone();
-        let reply: Option<::redis::Value> = connect::deadline(&self.shared.config)
+        let reply: Option<::redis::Value> = deadline
             .bound(set.query_async(&mut connection))
             .await
             .map_err(|e| Error::store("acquire", request.key, e))?;
@@ -375,7 +380,11 @@ impl RedisStore {
     /// key held: one script, so that marking the key as waited for (or
     /// taking the next fencing token) happens atomically with the
     /// set-if-absent.
-    async fn acquire_scripted(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+    async fn acquire_scripted(
+        &self,
+        request: AcquireRequest<'_>,
+        deadline: Deadline,
+    ) -> Result<Attempt> {
         // Before the script: a release that lands between the script and our
         // sleep must still wake us.
         let interest = match request.wake {
@@ -391,8 +400,9 @@ impl RedisStore {
             .arg(if request.wake { "1" } else { "0" })
             .arg(WAITERS_MARGIN_MS)
             .arg(if request.fenced { "1" } else { "0" });
-        let (acquired, detail): (i64, i64) =
-            self.invoke("acquire", request.key, script, &call).await?;
+        let (acquired, detail): (i64, i64) = self
+            .invoke("acquire", request.key, script, &call, deadline)
+            .await?;
         Ok(if acquired == 1 {
             Attempt::Acquired {
                 fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
@@ -412,8 +422,11 @@ impl LockStore for RedisStore {
             check_key(request.key)?;
             // A failed or dropped acquire may still have set the lease on
             // the server; the runtime gives it back (see the store contract).
+            // One deadline for the whole acquire, both requests of a
+            // waiting one included.
+            let deadline = connect::deadline(&self.shared.config);
             if request.fenced {
-                return self.acquire_scripted(request).await;
+                return self.acquire_scripted(request, deadline).await;
             }
             // A caller that waits tries the plain `SET NX PX` first too:
             // most acquires find the lock free, and then need neither the
@@ -421,8 +434,10 @@ impl LockStore for RedisStore {
             // a held lease costs the second round trip, which marks the key
             // as waited for, reads the holder's TTL, and retries the set in
             // the same step, so a release in between is never missed.
-            match self.acquire_plain(request).await? {
-                Attempt::Held { .. } if request.wake => self.acquire_scripted(request).await,
+            match self.acquire_plain(request, deadline).await? {
+                Attempt::Held { .. } if request.wake => {
+                    self.acquire_scripted(request, deadline).await
+                }
                 attempt => Ok(attempt),
             }
         })
