@@ -579,7 +579,7 @@ impl MemoryStore {
             };
             match &mut slot.lease {
                 Some(lease) if lease.live_at(now) && lease.token.is(token) => {
-                    lease.expires = now.checked_add(ttl).unwrap_or(now + MAX_TTL);
+                    lease.expires = expiry(now, ttl);
                     true
                 }
                 _ => false,
@@ -801,15 +801,6 @@ mod tests {
         }
     }
 
-    /// What woke `wakeup`, if anything has yet.
-    fn woken(wakeup: &mut Wakeup) -> Option<Woken> {
-        let mut cx = Context::from_waker(Waker::noop());
-        match wakeup.poll_woken(&mut cx) {
-            Poll::Ready(woken) => Some(woken),
-            Poll::Pending => None,
-        }
-    }
-
     fn holder_token(store: &MemoryStore, key: &str) -> Option<String> {
         store
             .holder_sync(key)
@@ -826,7 +817,7 @@ mod tests {
         let store = held_by_a(TTL);
         let mut b = wait(&store, "k", "b", true);
         let mut c = wait(&store, "k", "c", true);
-        assert!(woken(&mut b).is_none() && woken(&mut c).is_none());
+        assert!(b.woken_now().is_none() && c.woken_now().is_none());
 
         handoff_due();
         assert!(store.release_sync("k", "a"));
@@ -839,11 +830,11 @@ mod tests {
         let Some(Woken::Granted {
             fence: Some(b_fence),
             ..
-        }) = woken(&mut b)
+        }) = b.woken_now()
         else {
             panic!("b is handed the lease, with a fencing token");
         };
-        assert!(woken(&mut c).is_none(), "c is still second in line");
+        assert!(c.woken_now().is_none(), "c is still second in line");
 
         handoff_due();
         assert!(store.release_sync("k", "b"));
@@ -851,7 +842,7 @@ mod tests {
         let Some(Woken::Granted {
             fence: Some(c_fence),
             ..
-        }) = woken(&mut c)
+        }) = c.woken_now()
         else {
             panic!("c is handed the lease next");
         };
@@ -875,7 +866,7 @@ mod tests {
         // b's task was cancelled before it saw the lease was its own.
         drop(b);
         assert_eq!(holder_token(&store, "k").as_deref(), Some("c"));
-        assert!(matches!(woken(&mut c), Some(Woken::Granted { .. })));
+        assert!(matches!(c.woken_now(), Some(Woken::Granted { .. })));
         drop(c);
         assert!(store.release_sync("k", "c"));
         assert!(store.is_empty(), "nothing is left behind");
@@ -902,7 +893,7 @@ mod tests {
         assert!(store.holder_sync("k").is_none(), "only woken, not handed");
         drop(b);
         assert!(
-            matches!(woken(&mut c), Some(Woken::Released)),
+            matches!(c.woken_now(), Some(Woken::Released)),
             "the free key's wake-up is passed on"
         );
     }
@@ -934,7 +925,7 @@ mod tests {
         // Released at once: b is woken to try again, and anyone running may
         // take the key first.
         assert!(store.release_sync("k", "a"));
-        assert!(matches!(woken(&mut b), Some(Woken::Released)));
+        assert!(matches!(b.woken_now(), Some(Woken::Released)));
         assert!(store.holder_sync("k").is_none());
         assert!(matches!(
             acquire(&store, "k", "x", TTL),
@@ -945,10 +936,10 @@ mod tests {
         tokio::time::advance(FAIR_EVERY).await;
         assert!(store.release_sync("k", "x"));
         assert_eq!(holder_token(&store, "k").as_deref(), Some("c"));
-        assert!(matches!(woken(&mut c), Some(Woken::Granted { .. })));
+        assert!(matches!(c.woken_now(), Some(Woken::Granted { .. })));
         // And the turn after that is FAIR_EVERY later.
         let mut d = wait(&store, "k", "d", true);
         assert!(store.release_sync("k", "c"));
-        assert!(matches!(woken(&mut d), Some(Woken::Released)));
+        assert!(matches!(d.woken_now(), Some(Woken::Released)));
     }
 }

@@ -268,15 +268,22 @@ impl Wakeup {
         Poll::Ready(woken)
     }
 
-    /// The lease, if a release has handed it to this waiter already, without
-    /// waiting. Leaves a waker that does nothing in its place: for a wakeup
-    /// that is about to be replaced or dropped.
-    pub(crate) fn granted(&mut self) -> Option<Woken> {
+    /// What woke the waiter, if anything has yet, without waiting. Leaves
+    /// a waker that does nothing in its place: for a wakeup that is about to
+    /// be replaced or dropped.
+    pub(crate) fn woken_now(&mut self) -> Option<Woken> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         match self.poll_woken(&mut cx) {
-            Poll::Ready(granted @ Woken::Granted { .. }) => Some(granted),
-            _ => None,
+            Poll::Ready(woken) => Some(woken),
+            Poll::Pending => None,
         }
+    }
+
+    /// The lease, if a release has handed it to this waiter already (see
+    /// [`woken_now`](Wakeup::woken_now)).
+    pub(crate) fn granted(&mut self) -> Option<Woken> {
+        self.woken_now()
+            .filter(|woken| matches!(woken, Woken::Granted { .. }))
     }
 }
 
