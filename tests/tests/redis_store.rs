@@ -461,28 +461,21 @@ async fn a_process_waiting_on_one_lock_hears_no_releases_of_another() {
         );
     }
     // B's waiter is gone, and so is its subscription; A's stays.
-    let started = Instant::now();
-    while subscribed(&mut data, &channel).await != [(channel_of("A"), 1)] {
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "B's channel unsubscribed once nobody waits for B"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(
+        "B's channel unsubscribed once nobody waits for B",
+        async || subscribed(&mut data, &channel).await == [(channel_of("A"), 1)],
+    )
+    .await;
     held_a.release().await.expect("release");
     woken(waiting_a, "A's waiter is woken by A's release and gets A")
         .await
         .release()
         .await
         .expect("release");
-    let started = Instant::now();
-    while !subscribed(&mut data, &channel).await.is_empty() {
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "no subscriptions once nobody waits"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("no subscriptions once nobody waits", async || {
+        subscribed(&mut data, &channel).await.is_empty()
+    })
+    .await;
 }
 
 async fn cross_store_wakeup(holder_store: RedisStore, waiter_store: RedisStore) {
@@ -812,9 +805,9 @@ fn shard_channels(port: u16) -> Vec<String> {
 }
 
 /// Polls until `check` holds, or fails with `what` after the hang guard.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let started = Instant::now();
-    while !check() {
+    while !check().await {
         assert!(started.elapsed() < HANG_GUARD, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -858,7 +851,7 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
             .wait_for(Duration::from_secs(60));
         tokio::spawn(async move { lock.acquire().await })
     };
-    eventually("the waiter subscribes on the slot's owner", || {
+    eventually("the waiter subscribes on the slot's owner", async || {
         shard_channels(source).contains(&channel)
     })
     .await;
@@ -891,9 +884,12 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
     )
     .expect("MIGRATE the lease and its marker");
     moving.finish();
-    eventually("the subscription follows the slot to its new owner", || {
-        shard_channels(target).contains(&channel) && !shard_channels(source).contains(&channel)
-    })
+    eventually(
+        "the subscription follows the slot to its new owner",
+        async || {
+            shard_channels(target).contains(&channel) && !shard_channels(source).contains(&channel)
+        },
+    )
     .await;
 
     // The release is published on the new owner; it must wake the waiter
@@ -904,7 +900,7 @@ async fn on_a_cluster_a_waiter_subscribes_on_its_locks_shard_and_follows_the_slo
         .release()
         .await
         .expect("release");
-    eventually("no subscription once nobody waits", || {
+    eventually("no subscription once nobody waits", async || {
         all.iter()
             .all(|port| !shard_channels(*port).contains(&channel))
     })
@@ -1141,23 +1137,16 @@ async fn a_channel_suffix_with_quotes_brackets_and_newlines_still_wakes_waiters(
     };
     // Until the waiter listens on the exact channel the script must name.
     let exact = format!("{{{prefix}a}}:{channel}");
-    let started = Instant::now();
-    loop {
+    eventually("the waiter subscribed to the exact channel", async || {
         let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
             .arg("NUMSUB")
             .arg(&exact)
             .query_async(&mut data)
             .await
             .expect("PUBSUB NUMSUB");
-        if counts == [(exact.clone(), 1)] {
-            break;
-        }
-        assert!(
-            started.elapsed() < HANG_GUARD,
-            "the waiter subscribed: {counts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+        counts == [(exact.clone(), 1)]
+    })
+    .await;
     held.release().await.expect("release");
     // Held for a minute otherwise: only the announcement wakes it in time.
     woken(waiting, "the release was announced on the waiter's channel")
@@ -1233,11 +1222,10 @@ async fn a_waiting_acquire_that_finds_the_lock_free_sends_one_plain_set() {
         let lock = locks.lock("free", LONG).wait_for(LONG);
         tokio::spawn(async move { lock.acquire().await })
     };
-    let started = Instant::now();
-    while served(&mut data, "subscribe").await == subscribes {
-        assert!(started.elapsed() < HANG_GUARD, "the waiter subscribed");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the waiter subscribed", async || {
+        served(&mut data, "subscribe").await != subscribes
+    })
+    .await;
     held.release().await.expect("release");
     woken(waiting, "the release woke the waiter")
         .await
