@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -51,19 +52,32 @@ pub struct LockGuard {
     /// `at_least`: releasing before this shortens the lease to end here
     /// instead of deleting it.
     hold_until: Option<Instant>,
+    /// The longest TTL the store has kept this lease for (the acquire's,
+    /// or a longer extend's), in milliseconds: from any moment, the lease
+    /// ends within this long, which bounds how long a give-back that keeps
+    /// failing is worth trying again.
+    longest_ttl_ms: AtomicU64,
     /// False once released or kept: then drop does nothing.
     armed: bool,
+    /// A release was tried and the store failed: drop tries again, in the
+    /// background, without counting the failure twice.
+    release_failed: bool,
     /// The lock's metrics labels (nothing without the `metrics` feature).
     labels: Labels,
 }
 
 impl LockGuard {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "built in one place, from the parts of the acquire that took the lease"
+    )]
     pub(crate) fn new(
         store: Arc<dyn LockStore>,
         key: Arc<str>,
         token: Arc<str>,
         fence: Option<u64>,
         started: Instant,
+        ttl: Duration,
         hold_until: Option<Instant>,
         labels: Labels,
     ) -> LockGuard {
@@ -77,7 +91,9 @@ impl LockGuard {
             started,
             lease: None,
             hold_until,
+            longest_ttl_ms: AtomicU64::new(millis(ttl)),
             armed: true,
+            release_failed: false,
             labels,
         }
     }
@@ -119,8 +135,11 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`](crate::Error::Store) when the store cannot be reached;
-    /// the lease then ends at its TTL.
+    /// [`Error::Store`](crate::Error::Store) when the store cannot be
+    /// reached. The give-back is then tried again in the background (on the
+    /// current tokio runtime), with growing pauses, until the store answers
+    /// or the lease's TTL has passed: a store that is down for a moment
+    /// does not strand the lease until its TTL.
     pub async fn release(mut self) -> Result<bool> {
         let released = self.give_back().await;
         #[cfg(feature = "metrics")]
@@ -140,7 +159,12 @@ impl LockGuard {
             Some(released) => released,
             None => return_lease(&*self.store, &self.key, &self.token, hold).await,
         };
-        self.armed = false;
+        // A store that failed may not have released it: the guard stays
+        // armed, and its drop tries again.
+        match released {
+            Ok(_) => self.armed = false,
+            Err(_) => self.release_failed = true,
+        }
         released
     }
 
@@ -164,6 +188,8 @@ impl LockGuard {
         let sent = Instant::now();
         let extended = self.store.extend(&self.key, &self.token, ttl).await?;
         if extended {
+            self.longest_ttl_ms
+                .fetch_max(millis(ttl), Ordering::Relaxed);
             if let Some(lease) = &self.lease {
                 lease.set_deadline(local_deadline(sent, ttl, &*self.store));
             }
@@ -263,18 +289,27 @@ impl Drop for LockGuard {
         }
         self.armed = false;
         let hold = self.hold_remaining(&*self.store);
-        let held_ms = self.held_for().as_millis() as u64;
-        give_back(
-            &self.store,
-            &self.key,
-            &self.token,
-            hold,
+        let why = if self.release_failed {
+            GiveBack::FailedRelease
+        } else {
             GiveBack::DroppedGuard {
-                held_ms,
+                held_ms: self.held_for().as_millis() as u64,
                 labels: self.labels,
-            },
-        );
+            }
+        };
+        let lasts = Duration::from_millis(self.longest_ttl_ms.load(Ordering::Relaxed));
+        give_back(&self.store, &self.key, &self.token, hold, lasts, why);
     }
+}
+
+/// Whole milliseconds of `ttl`, rounded up (a lease of 1.5 ms may last 2),
+/// in 64-bit arithmetic: this runs on every acquire.
+#[inline]
+fn millis(ttl: Duration) -> u64 {
+    let sub = ttl.subsec_nanos().div_ceil(1_000_000);
+    ttl.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(sub))
 }
 
 /// The one way a lease is given back, awaited by [`LockGuard::release`] and
@@ -323,6 +358,9 @@ pub(crate) enum GiveBack {
     /// An acquire dropped (or failed) after its request may have reached the
     /// store: the lease may be ours without anybody knowing.
     AbandonedAcquire,
+    /// A release the store failed ([`LockGuard::release`] returned the
+    /// error, and metrics counted it), tried again.
+    FailedRelease,
 }
 
 impl GiveBack {
@@ -346,10 +384,18 @@ impl GiveBack {
             ),
             // The attempt never took the lease: nothing to give back.
             (GiveBack::AbandonedAcquire, Ok(false)) => {}
+            (GiveBack::FailedRelease, Ok(true)) => tracing::debug!(
+                key = %key,
+                "released the lock on a later try, after the store failed the first"
+            ),
+            (GiveBack::FailedRelease, Ok(false)) => tracing::warn!(
+                key = %key,
+                "lock overran: its lease ended before a release the store had failed was tried again"
+            ),
             (_, Err(error)) => tracing::warn!(
                 key = %key,
                 error = %error.chain(),
-                "could not give back a lease from a dropped lock future; it ends at its ttl"
+                "could not give back a lease: the store kept failing until the lease's ttl passed, so it has ended by now"
             ),
         }
     }
@@ -360,6 +406,10 @@ impl GiveBack {
 /// current tokio runtime. `hold` shortens the lease to end then (an
 /// `at_least` claim) instead of deleting it.
 ///
+/// A give-back the store fails is tried again, after growing pauses, until
+/// the store answers or `lasts` (the longest the lease can still last) has
+/// passed: after that there is nothing left to give back.
+///
 /// When no task can run the give-back (no runtime here, or the runtime is
 /// shutting down and drops new tasks unpolled), the lease ends at its TTL and
 /// a WARN says so: a lease is never left behind silently.
@@ -368,6 +418,7 @@ pub(crate) fn give_back(
     key: &Arc<str>,
     token: &Arc<str>,
     hold: Option<Duration>,
+    lasts: Duration,
     why: GiveBack,
 ) {
     if let Some(released) = released_now(&**store, key, token, hold) {
@@ -387,20 +438,39 @@ pub(crate) fn give_back(
     let unfinished = Unfinished(Some(Arc::clone(&key)));
     runtime.spawn(async move {
         let unfinished = unfinished;
-        let mut released = return_lease(&*store, &key, &token, hold).await;
-        if let GiveBack::AbandonedAcquire = why {
-            // The acquire may still be on its way: a store with a pool of
-            // connections can run this give-back before it. The token is
-            // this attempt's alone, so looking again can only ever remove
-            // our own lease.
-            for pause in ABANDONED_RECHECKS {
-                if !matches!(released, Ok(false)) {
-                    break;
-                }
-                tokio::time::sleep(pause).await;
-                released = return_lease(&*store, &key, &token, hold).await;
-            }
+        // Past this, the lease has ended whatever the store did.
+        let ended = Instant::now().checked_add(lasts);
+        // The acquire may still be on its way: a store with a pool of
+        // connections can run this give-back before it. The token is this
+        // attempt's alone, so looking again can only ever remove our own
+        // lease.
+        let mut rechecks = match why {
+            GiveBack::AbandonedAcquire => &ABANDONED_RECHECKS[..],
+            _ => &[],
         }
+        .iter();
+        let mut retry = RETRY_FIRST;
+        let released = loop {
+            let released = return_lease(&*store, &key, &token, hold).await;
+            let pause = match &released {
+                Ok(false) => match rechecks.next() {
+                    Some(pause) => *pause,
+                    None => break released,
+                },
+                Ok(true) => break released,
+                // The store failed, so the lease may still be there: try
+                // again while it can be.
+                Err(_) => {
+                    let pause = retry;
+                    retry = (retry * 2).min(RETRY_MOST);
+                    match ended {
+                        Some(ended) if Instant::now() + pause >= ended => break released,
+                        _ => pause,
+                    }
+                }
+            };
+            tokio::time::sleep(pause).await;
+        };
         why.released(&key, released);
         unfinished.finish();
     });
@@ -414,6 +484,13 @@ const ABANDONED_RECHECKS: [Duration; 3] = [
     Duration::from_millis(250),
     Duration::from_secs(4),
 ];
+
+/// The pause before a give-back the store failed is tried again; each
+/// failure doubles it, up to [`RETRY_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest pause between tries of a give-back the store keeps failing.
+const RETRY_MOST: Duration = Duration::from_secs(2);
 
 /// Carried by a give-back task: if the task is dropped before it finishes
 /// (the runtime shut down), says so at WARN.

@@ -178,7 +178,10 @@ impl Lock {
     /// acquire tries them in a random rotation and takes the first free one,
     /// and a waiter wakes on the release of any of them. So one acquire
     /// costs one store round trip while a permit is free, and up to
-    /// `permits` when most are taken. [`fenced`](Lock::fenced) is refused
+    /// `permits` when most are taken. A key of that form belongs to a
+    /// semaphore: acquiring a lock whose key ends in `#permit-<n>` is refused
+    /// with [`Error::InvalidName`] (reading or force-releasing one, as an
+    /// operator freeing one permit does, is not). [`fenced`](Lock::fenced) is refused
     /// with more than one permit: a token orders the holders of one lease,
     /// and a semaphore has several at once. Every process must use the same
     /// count for a name (`registry::verify` checks declared locks).
@@ -316,7 +319,7 @@ impl Lock {
                         // until its reply is read, a lease under `token` may
                         // exist that only this future knows of: if the future
                         // is dropped here, or the store fails, it is given back.
-                        let in_flight = InFlight::new(store, slot, &token);
+                        let in_flight = InFlight::new(store, slot, &token, ttl);
                         let attempt = store.acquire(attempt).await?;
                         in_flight.landed();
                         attempt
@@ -413,6 +416,7 @@ impl Lock {
             token,
             fence,
             sent,
+            store_ttl(self.ttl, &**self.manager.store()),
             hold_until,
             labels,
         ))
@@ -440,7 +444,8 @@ impl Lock {
     /// The work's result always wins: when the work fails, its error is
     /// returned even if the release fails too, and a release failure after
     /// successful work is logged at WARN rather than turned into an error
-    /// (the lease then ends at its TTL). If the work panics or this future is
+    /// (the give-back is then tried again in the background until the store
+    /// answers or the lease's TTL passes). If the work panics or this future is
     /// dropped mid-way, the lease is given back all the same.
     ///
     /// The work is boxed once, when `run` is called, so this future stays
@@ -679,6 +684,9 @@ impl Lock {
 
     fn validate(&self) -> Result<()> {
         self.validate_name()?;
+        if is_permit_key(&self.key) {
+            return Err(permit_name(self.name()));
+        }
         validate_ttl(&self.key, self.ttl, &**self.manager.store())?;
         self.options.check(&self.key, self.ttl, &self.manager)
     }
@@ -695,6 +703,28 @@ impl Lock {
     }
 }
 
+/// Whether `key` has the form of a semaphore's permit key,
+/// `<key>#permit-<n>` (see [`Lock::permit_key`]).
+#[inline]
+fn is_permit_key(key: &str) -> bool {
+    let digits = key.bytes().rev().take_while(u8::is_ascii_digit).count();
+    digits > 0 && key[..key.len() - digits].ends_with("#permit-")
+}
+
+/// Why a lock may not take a name of the form of a permit key: it would be
+/// the same lease as a permit of the semaphore named before the suffix, so
+/// each would hold the other off, and that semaphore's `force_release`
+/// would free it.
+#[cold]
+#[inline(never)]
+fn permit_name(name: &str) -> Error {
+    Error::InvalidName {
+        name: name.to_owned(),
+        reason: "names ending in `#permit-<n>` are the keys of a semaphore's permits \
+                 (`Lock::permits`); rename the lock, for example with `_` for `-`",
+    }
+}
+
 /// Without the `metrics` feature, nothing to label.
 #[cfg(not(feature = "metrics"))]
 #[derive(Clone, Copy)]
@@ -708,15 +738,23 @@ struct InFlight<'a> {
     store: &'a Arc<dyn LockStore>,
     key: &'a Arc<str>,
     token: &'a Arc<str>,
+    /// The TTL asked for: how long a lease the acquire took can last.
+    ttl: Duration,
     armed: bool,
 }
 
 impl<'a> InFlight<'a> {
-    fn new(store: &'a Arc<dyn LockStore>, key: &'a Arc<str>, token: &'a Arc<str>) -> Self {
+    fn new(
+        store: &'a Arc<dyn LockStore>,
+        key: &'a Arc<str>,
+        token: &'a Arc<str>,
+        ttl: Duration,
+    ) -> Self {
         InFlight {
             store,
             key,
             token,
+            ttl,
             armed: true,
         }
     }
@@ -735,6 +773,7 @@ impl Drop for InFlight<'_> {
                 self.key,
                 self.token,
                 None,
+                self.ttl,
                 GiveBack::AbandonedAcquire,
             );
         }

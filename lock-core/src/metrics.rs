@@ -16,7 +16,7 @@
 //! | `lock_renewals_total` | counter | `lock`, `store` | successful renewals of running work's lease |
 //! | `lock_lost_total` | counter | `lock`, `store` | leases lost while their work ran |
 //! | `lock_overruns_total` | counter | `lock`, `store` | releases that found the lease already gone (the work outlived its TTL) |
-//! | `lock_release_failures_total` | counter | `lock`, `store` | releases the store failed (the lease then ends at its TTL) |
+//! | `lock_release_failures_total` | counter | `lock`, `store` | releases the store failed (tried again in the background until the store answers or the TTL passes) |
 //!
 //! `lock` is the lock's declared name *template* (`reports:{tenant}`, never
 //! the rendered `reports:acme`, so the number of series stays bounded) for
@@ -63,7 +63,7 @@ pub fn describe() {
         ),
         (
             RELEASE_FAILURES,
-            "Releases the store failed; the lease then ends at its TTL.",
+            "Releases the store failed; each is tried again in the background until the store answers or the TTL passes.",
         ),
     ];
     metrics::with_recorder(|recorder| {

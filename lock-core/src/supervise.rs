@@ -70,7 +70,7 @@ where
         // lease may still be ours: give it back now rather than make the next
         // holder wait out the rest of it.
         if let Err(error) = guard.give_back().await {
-            tracing::warn!(key = %key, error = %error.chain(), "could not give back a lost lease; it ends at its ttl");
+            tracing::warn!(key = %key, error = %error.chain(), "could not give back a lost lease; trying again in the background until the store answers or its ttl passes");
         }
         return Err(E::from(Error::LeaseLost {
             key: key.to_owned(),
@@ -81,7 +81,7 @@ where
         tracing::warn!(
             key = %key,
             error = %error.chain(),
-            "could not release the lock after the work finished; it ends at its ttl"
+            "could not release the lock after the work finished; trying again in the background until the store answers or its ttl passes"
         );
     }
     outcome

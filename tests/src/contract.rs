@@ -817,6 +817,34 @@ pub async fn a_semaphore_admits_exactly_its_permits(locks: LockManager) {
     );
 }
 
+/// Every call on `locks`, built on a store configured with
+/// `timeout(Duration::MAX)` (no time bound at all), works as with any other
+/// bound: a bound too long to add to the clock must mean "no bound", never
+/// a panic on the first call.
+pub async fn every_call_works_without_a_time_bound(locks: LockManager) {
+    let locks = isolated(locks);
+    let ttl = ms(&locks, 3000);
+    let lock = locks.lock("unbounded", ttl);
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    assert!(guard.extend(ttl).await.expect("extend"), "extended");
+    let holder = lock.holder().await.expect("holder").expect("held");
+    assert_eq!(holder.token(), guard.token(), "the holder is us");
+    let waiter = {
+        let lock = locks.lock("unbounded", ttl).wait_for(LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(guard.release().await.expect("release"), "released");
+    let next = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("the waiter returns")
+        .expect("task ran")
+        .expect("acquire")
+        .expect("the waiter got it");
+    assert!(lock.force_release().await.expect("force release"), "freed");
+    drop(next);
+}
+
 /// `tasks` tasks each do `rounds` read-yield-write increments of a counter
 /// that is not atomic across the read and the write, each under the lock
 /// `counter` (waiting for it); returns the final count. Any overlap between

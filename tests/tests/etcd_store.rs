@@ -244,3 +244,47 @@ async fn killing_the_leader_never_grants_a_name_twice_and_a_minority_grants_noth
         );
     }
 }
+
+/// `timeout(Duration::MAX)` is how a user asks for no time bound: every
+/// call must work, not panic adding it to the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_no_time_bound_works_instead_of_panicking() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let config = EtcdConfig::new().timeout(Duration::MAX);
+    let store = EtcdStore::connect_with(&endpoints, config)
+        .await
+        .expect("connect with no time bound");
+    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+}
+
+/// A TTL is rounded up to what the store keeps (whole seconds on etcd)
+/// before it reaches the store, so it must be checked against the store's
+/// minimum after that rounding: half a second under the minimum rounds up
+/// to the minimum, which etcd keeps. Refusing it tells the user their TTL
+/// is too short when the store would keep it as asked, and more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_that_rounds_up_to_the_minimum_is_accepted() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let store = EtcdStore::connect(&endpoints).await.expect("connect");
+    let min = lock_core::LockStore::min_ttl(&store);
+    let ttl = min - Duration::from_millis(500);
+    let locks = LockManager::new(store).with_prefix(unique("min-ttl"));
+    let guard = locks
+        .lock("short", ttl)
+        .acquire()
+        .await
+        .unwrap_or_else(|e| panic!("{ttl:?} rounds up to the minimum {min:?}: {e}"))
+        .expect("free");
+    assert!(
+        guard
+            .extend(ttl)
+            .await
+            .unwrap_or_else(|e| panic!("extending by {ttl:?}: {e}")),
+        "extended"
+    );
+    assert!(guard.release().await.expect("release"), "released");
+}

@@ -155,6 +155,40 @@ async fn a_failed_release_after_successful_work_is_a_warning_not_an_error() {
     );
 }
 
+/// A release the store fails may not have happened, and the guard that
+/// asked is gone once `release` returns: unless the give-back is tried
+/// again, the lease stays until its TTL with nobody left to free it. Here
+/// the store fails one release, then recovers: the lease must be freed
+/// without waiting out its 60 s.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_release_the_store_failed_is_tried_again_until_it_answers() {
+    let store = Instrumented::new(Arc::new(MemoryStore::new()));
+    let locks = LockManager::new(store.clone());
+    let lock = locks.lock("flaky-release", LONG);
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    store.fail_releases(true);
+    assert!(
+        guard.release().await.is_err(),
+        "the store failed the release"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        lock.is_held().await.expect("is_held"),
+        "still held while the store keeps failing"
+    );
+    store.fail_releases(false);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !lock.is_held().await.expect("is_held"),
+        "freed once the store answers again, long before its 60 s TTL"
+    );
+    assert!(
+        store.releases() >= 3,
+        "the release was tried again ({} tries)",
+        store.releases()
+    );
+}
+
 /// Handoff must not wait for a timer. With tokio's clock paused, time only
 /// moves when every task sleeps; a waiter woken by the release acquires at the
 /// very instant of the release, while a poller (or a waiter sleeping until the
@@ -383,4 +417,47 @@ async fn a_lost_lease_under_continue_is_logged_at_error() {
         "it names the key: {}",
         errors[0]
     );
+}
+
+/// A semaphore's permits are leases under `<key>#permit-<n>`. A plain lock
+/// of that name would be the same lease as one of them: the two would hold
+/// each other off, and the semaphore's `force_release` would free the plain
+/// lock's holder. Acquiring such a name is refused; reading it (an
+/// operator looking at one permit) is not.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lock_named_like_a_semaphore_permit_is_refused_not_shared_with_it() {
+    let locks = LockManager::memory();
+    let pool = locks.lock("pool", LONG).permits(2);
+    let first = pool.acquire().await.expect("acquire").expect("a permit");
+    let second = pool.acquire().await.expect("acquire").expect("a permit");
+    let clash = locks.lock("pool#permit-1", LONG).acquire().await;
+    match clash {
+        Err(Error::InvalidName { name, reason }) => {
+            assert_eq!(name, "pool#permit-1", "the error names the lock");
+            assert!(reason.contains("permit"), "and says why: {reason}");
+        }
+        other => panic!("a permit's key taken as a plain lock: {other:?}"),
+    }
+    assert!(
+        locks
+            .lock("pool#permit-1", LONG)
+            .is_held()
+            .await
+            .expect("reading a permit by its key works"),
+        "the permit is held, by the semaphore"
+    );
+    for fine in [
+        "pool#permit-",
+        "pool#permit-1x",
+        "pool#permits-1",
+        "pool#permit_1",
+    ] {
+        let guard = locks
+            .lock(fine, LONG)
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("{fine:?} is an ordinary name: {e}"));
+        assert!(guard.is_some(), "{fine:?} is free");
+    }
+    drop((first, second));
 }

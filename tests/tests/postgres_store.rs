@@ -426,3 +426,146 @@ async fn a_store_over_the_applications_own_pool_locks_and_wakes() {
         "the statements ran on the app's pool"
     );
 }
+
+/// `url` with its host and port replaced by `addr` (a proxy in front of
+/// the server), keeping the user, password and database.
+fn through(url: &str, addr: std::net::SocketAddr) -> tokio_postgres::Config {
+    let direct: tokio_postgres::Config = url.parse().expect("url");
+    let mut proxied = tokio_postgres::Config::new();
+    proxied.host(addr.ip().to_string()).port(addr.port());
+    if let Some(user) = direct.get_user() {
+        proxied.user(user);
+    }
+    if let Some(password) = direct.get_password() {
+        proxied.password(password);
+    }
+    if let Some(dbname) = direct.get_dbname() {
+        proxied.dbname(dbname);
+    }
+    proxied
+}
+
+/// `host:port` of the server `url` points at.
+fn upstream(url: &str) -> String {
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+/// A waiter whose nap ended on its timer starts a new round: it registers
+/// a new interest in the key and sends its statement. A release that lands
+/// while that statement is on its way is announced to the process, which
+/// wakes the oldest interest, the one from the round before. That interest
+/// must hand the wake-up on rather than swallow it, or the new round's
+/// interest is never woken and the waiter sleeps for the holder's whole
+/// remaining TTL (here about 26 s) after the lock went free.
+///
+/// Timeline: the waiter's statements take 2 s to come back (a proxy holds
+/// the replies); its LISTEN connection is direct, so it hears the release
+/// at once.
+///
+/// ```text
+/// t=0  holder takes the lock for 3 s; waiter's first try: held, ~3 s left
+/// t=1  holder extends to 30 s
+/// t=5  waiter's nap ends: second try sent (reply held until t=7)
+/// t=6  holder releases: NOTIFY reaches the waiter's process
+/// t=7  second try's reply: held (it ran at t=5); the waiter must try again
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_during_a_retry_after_a_timed_out_nap_still_wakes_the_waiter() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let prefix = unique("retry-wake");
+    let holder = manager(&url, &prefix).await;
+    let proxy = lock_tests::proxy::Proxy::start(&upstream(&url))
+        .await
+        .expect("proxy");
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        through(&url, proxy.addr()),
+        tokio_postgres::NoTls,
+    ))
+    .max_size(1)
+    .build()
+    .expect("pool");
+    let store = PostgresStore::from_pool(
+        pool,
+        &url,
+        postgres::config().timeout(Duration::from_secs(20)),
+    )
+    .await
+    .expect("store over the proxied pool");
+    let waiting = LockManager::new(store).with_prefix(prefix.clone());
+    // The pooled connection and its prepared statements exist before the
+    // replies are held back, so each later call is one delayed round trip.
+    waiting
+        .lock("warm-up", LONG)
+        .wait_for(LONG)
+        .acquire()
+        .await
+        .expect("warm-up acquire")
+        .expect("free")
+        .release()
+        .await
+        .expect("warm-up release");
+    proxy.set_delay(Duration::from_secs(2));
+
+    let started = Instant::now();
+    let held = holder
+        .lock("report", Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = {
+        let lock = waiting.lock("report", LONG).wait_for(LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep_until(started + Duration::from_secs(1)).await;
+    assert!(
+        held.extend(Duration::from_secs(30)).await.expect("extend"),
+        "still ours at 1 s"
+    );
+    tokio::time::sleep_until(started + Duration::from_secs(6)).await;
+    let token = held.token().to_owned();
+    assert!(held.release().await.expect("release"), "released at 6 s");
+    let released = Instant::now();
+    let lock = holder.lock("report", LONG);
+    let taken = loop {
+        if let Some(now) = lock.holder().await.expect("holder") {
+            assert_ne!(now.token(), token, "the released lease is gone");
+            break released.elapsed();
+        }
+        assert!(
+            released.elapsed() < Duration::from_secs(2),
+            "nobody took the lock within 2 s of its release: the waiter slept \
+             through the wake-up meant for its retry"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("the waiter held the lock {taken:?} after the release");
+    let got = tokio::time::timeout(HANG_GUARD, waiter)
+        .await
+        .expect("the waiter returns")
+        .expect("task ran")
+        .expect("acquire");
+    assert!(got.is_some(), "the waiter got the lock");
+}
+
+/// `timeout(Duration::MAX)` is how a user asks for no time bound: every
+/// call must work, not panic adding it to the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_no_time_bound_works_instead_of_panicking() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let config = postgres::config().timeout(Duration::MAX);
+    let store = PostgresStore::connect_with(&url, config)
+        .await
+        .expect("connect with no time bound");
+    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+}

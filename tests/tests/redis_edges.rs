@@ -246,7 +246,10 @@ async fn a_server_that_drops_every_subscription_gets_backed_off_reconnects_not_a
         return;
     };
     let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
-    let prefix = unique("resubscribe");
+    // Not "subscribe": the proxy drops any connection whose bytes contain
+    // that word, and a key holding it would cut the command connection on
+    // every call, counting its reconnects as the subscription's.
+    let prefix = unique("resub");
     let store = Instrumented::new(Arc::new(
         RedisStore::connect(&proxy.url("redis"))
             .await
@@ -435,4 +438,18 @@ fn a_redis_guard_dropped_while_its_runtime_shuts_down_says_its_lease_ends_at_its
         held
     });
     assert!(held, "the lease was indeed left to its ttl");
+}
+
+/// `timeout(Duration::MAX)` is how a user asks for no time bound: every
+/// call must work, not panic adding it to the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_no_time_bound_works_instead_of_panicking() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let config = RedisConfig::new().timeout(Duration::MAX);
+    let store = RedisStore::connect_with(&url, config)
+        .await
+        .expect("connect with no time bound");
+    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }

@@ -281,7 +281,16 @@ impl Wakeup {
 
     /// The lease, if a release has handed it to this waiter already (see
     /// [`woken_now`](Wakeup::woken_now)).
+    ///
+    /// A signal that can only say "released" is never polled here: it
+    /// cannot report a handover, and polling it would consume a wake-up
+    /// that, unconsumed, passes on to the next waiter of the key when this
+    /// wakeup is dropped (tokio's `Notify` forwards an unreceived
+    /// `notify_one`). That next waiter is often this waiter's own new round.
     pub(crate) fn granted(&mut self) -> Option<Woken> {
+        if self.woken.is_none() && matches!(self.signal, Signal::Released(_)) {
+            return None;
+        }
         self.woken_now()
             .filter(|woken| matches!(woken, Woken::Granted { .. }))
     }
@@ -430,11 +439,15 @@ pub trait LockStore: Send + Sync + 'static {
     }
 }
 
-/// Checks a TTL against zero and `store`'s range ([`LockStore::max_ttl`]).
+/// Checks a TTL against zero and `store`'s range ([`LockStore::min_ttl`],
+/// [`LockStore::max_ttl`]), as the store will keep it: rounded up to its
+/// resolution ([`store_ttl`]), so 1.5 s on a store that keeps whole seconds
+/// from 2 s is 2 s, and accepted.
 #[inline]
 pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
     let (min, max) = (store.min_ttl(), store.max_ttl());
-    if !ttl.is_zero() && ttl >= min && ttl <= max {
+    let kept = store_ttl(ttl, store);
+    if !ttl.is_zero() && kept >= min && kept <= max {
         return Ok(());
     }
     Err(invalid_ttl(key, ttl, min, max))

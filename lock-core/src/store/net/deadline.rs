@@ -62,17 +62,20 @@ impl CallError<BoxError> {
 /// One call's deadline: `timeout` from when it was started.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Deadline {
-    at: Instant,
+    /// `None`: a timeout too long to represent (`Duration::MAX`), which
+    /// means no bound at all.
+    at: Option<Instant>,
     timeout: Duration,
     setting: &'static str,
 }
 
 impl Deadline {
     /// A deadline `timeout` from now; `setting` names the configuration
-    /// that sets `timeout`, for the error message.
+    /// that sets `timeout`, for the error message. A timeout past what the
+    /// clock can represent (`Duration::MAX`) is no bound, never a panic.
     pub(crate) fn after(timeout: Duration, setting: &'static str) -> Self {
         Deadline {
-            at: Instant::now() + timeout,
+            at: Instant::now().checked_add(timeout),
             timeout,
             setting,
         }
@@ -83,7 +86,10 @@ impl Deadline {
         self,
         work: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
-        match tokio::time::timeout_at(self.at, work).await {
+        let Some(at) = self.at else {
+            return work.await.map_err(CallError::Store);
+        };
+        match tokio::time::timeout_at(at, work).await {
             Ok(result) => result.map_err(CallError::Store),
             Err(_) => Err(CallError::TimedOut(self.timeout, self.setting)),
         }
@@ -115,5 +121,19 @@ mod tests {
             Duration::from_secs(1),
             "the call ended at its deadline"
         );
+    }
+
+    // A user who wants no time bound says `timeout(Duration::MAX)`; adding
+    // that to the clock overflows, which must mean "no bound", not a panic
+    // in every call.
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_too_long_to_represent_is_no_bound_not_a_panic() {
+        let deadline = Deadline::after(Duration::MAX, "the timeout");
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(365 * 24 * 3600)).await;
+            Ok::<_, std::io::Error>("answered")
+        };
+        let answered = deadline.bound(slow).await.expect("no bound: it waits");
+        assert_eq!(answered, "answered");
     }
 }
