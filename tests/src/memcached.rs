@@ -31,16 +31,25 @@ pub fn ready(port: u16) -> io::Result<()> {
 /// A memcached of the test's own, on a free port, or `None` (after the
 /// notice) when `memcached` is not installed.
 pub fn start() -> Option<Server> {
+    start_with(&[])
+}
+
+/// As [`start`], with `extra` arguments for memcached (`["-C"]`: no CAS).
+pub fn start_with(extra: &[&str]) -> Option<Server> {
     if !installed("memcached") {
         return unavailable(
             "a test that needs a memcached server of its own",
             "memcached is not on PATH (apt-get install memcached)",
         );
     }
-    Some(start_server().unwrap_or_else(|e| panic!("starting memcached: {e}")))
+    Some(start_server_with(extra).unwrap_or_else(|e| panic!("starting memcached: {e}")))
 }
 
 fn start_server() -> io::Result<Server> {
+    start_server_with(&[])
+}
+
+fn start_server_with(extra: &[&str]) -> io::Result<Server> {
     // memcached refuses to run as root unless told which user to be.
     let root = Command::new("id")
         .arg("-u")
@@ -61,6 +70,7 @@ fn start_server() -> io::Result<Server> {
     if root {
         args.extend(["-u", "root"]);
     }
+    args.extend(extra);
     Server::start("memcached", &args, ready)
 }
 

@@ -252,3 +252,71 @@ async fn a_memcached_store_is_shared_refuses_fencing_and_long_ttls_and_hides_cre
     assert!(!message.contains("hunter2"), "never shown: {message}");
     assert!(message.contains("authentication"), "says why: {message}");
 }
+
+/// An acquire that times out may still land: its request sits in a stalled
+/// network and reaches the server later. The give-back that follows the
+/// failed acquire fails too while the network is stalled (on memcached it
+/// is two calls, a read of the item's CAS and a delete on it). It must be
+/// tried again until the store answers, or the lease the late acquire
+/// wrote is stranded for its whole TTL (60 s here) with nobody to release
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_give_back_that_fails_is_retried_until_the_store_answers() {
+    let Some(url) = memcached::memcached_url() else {
+        return;
+    };
+    let upstream = url.trim_start_matches("memcache://").to_owned();
+    let proxy = lock_tests::proxy::Proxy::start(&upstream)
+        .await
+        .expect("proxy");
+    let prefix = unique("give-back-retry");
+    let slow = LockManager::new(
+        MemcachedStore::connect_with(
+            &proxy.url("memcache"),
+            MemcachedConfig::new().timeout(Duration::from_millis(500)),
+        )
+        .await
+        .expect("connect through the proxy"),
+    )
+    .with_prefix(prefix.clone());
+    let direct = manager(&url, &prefix).await;
+
+    proxy.stall();
+    let acquired = slow.lock("job", LONG).acquire().await;
+    assert!(
+        acquired.is_err(),
+        "no answer within 500 ms: the acquire fails ({acquired:?})"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.resume();
+    let resumed = Instant::now();
+    // The stalled acquire lands now; the give-back must follow it.
+    let lock = direct.lock("job", LONG);
+    loop {
+        let holder = lock.holder().await.expect("holder");
+        if holder.is_none() && resumed.elapsed() > Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            resumed.elapsed() < Duration::from_secs(10),
+            "the lease the timed-out acquire took is still held {:?} after the \
+             network came back ({holder:?}): its give-back was not retried",
+            resumed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `timeout(Duration::MAX)` is how a user asks for no time bound: every
+/// call must work, not panic adding it to the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_no_time_bound_works_instead_of_panicking() {
+    let Some(url) = memcached::memcached_url() else {
+        return;
+    };
+    let config = MemcachedConfig::new().timeout(Duration::MAX);
+    let store = MemcachedStore::connect_with(&url, config)
+        .await
+        .expect("connect with no time bound");
+    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+}

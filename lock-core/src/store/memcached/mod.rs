@@ -13,10 +13,10 @@ use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use self::client::{Code, Connection, Reply};
+use self::client::{Answer, Code, Command, Connection, Reply, Session};
 pub use self::config::MemcachedConfig;
 use self::keys::{MAX_TTL, exptime, lease_key};
-use super::net::deadline::Deadline;
+use super::net::deadline::{CallError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
@@ -132,19 +132,15 @@ impl MemcachedStore {
                 address,
             }),
         };
-        // One miss on every connection: the server is there, and speaks the
-        // meta protocol (an older memcached answers `ERROR`).
+        // One request on every connection: the server is there, and its
+        // version is one the store can use (the client asks at connect).
         for connection in &store.shared.connections {
             let probe = store
                 .deadline()
-                .bound(connection.call(b"mg lock-core-probe t\r\n".to_vec(), 1))
+                .bound(connection.call(vec![Command::new("mg lock-core-probe t".to_owned())], None))
                 .await;
             if let Err(e) = probe {
-                return Err(Error::store(
-                    "connect",
-                    store.shared.address.clone(),
-                    format!("{e}; the store needs memcached 1.6 or later (the meta protocol)"),
-                ));
+                return Err(Error::store("connect", store.shared.address.clone(), e));
             }
         }
         Ok(store)
@@ -167,40 +163,92 @@ impl MemcachedStore {
         &connections[(hash % connections.len() as u64) as usize]
     }
 
-    /// Sends `bytes` for the lease `lease` and reads `replies` replies, all
-    /// within one deadline.
+    /// Sends `commands` for the lease `lease` and reads their replies, all
+    /// within one deadline; with `pin`, only on that session.
     async fn call(
         &self,
         operation: &'static str,
         key: &str,
         lease: &str,
-        bytes: Vec<u8>,
-        replies: usize,
-    ) -> Result<Vec<Reply>> {
+        commands: Vec<Command>,
+        pin: Option<Session>,
+    ) -> Result<Answer> {
         self.deadline()
-            .bound(self.connection(lease).call(bytes, replies))
+            .bound(self.connection(lease).call(commands, pin))
             .await
             .map_err(|e| Error::store(operation, key, e))
     }
 
-    /// The lease's value and CAS, when it exists.
+    /// The lease's value, CAS, and the session they were read on, when it
+    /// exists. A write under that CAS must go out on the same session:
+    /// memcached's CAS counter starts again when the server restarts.
     async fn value_and_cas(
         &self,
         operation: &'static str,
         key: &str,
         lease: &str,
-    ) -> Result<Option<(Vec<u8>, i64)>> {
-        let command = format!("mg {lease} b v c\r\n").into_bytes();
-        let Some(reply) = first(self.call(operation, key, lease, command, 1).await?) else {
+    ) -> Result<Option<(Vec<u8>, i64, Session)>> {
+        let command = Command::new(format!("mg {lease} b v c"));
+        let answer = self
+            .call(operation, key, lease, vec![command], None)
+            .await?;
+        let session = answer.session;
+        let Some(reply) = first(answer.replies) else {
             return Ok(None);
         };
         let cas = match reply.code {
             Code::Value => reply_cas(operation, key, &reply)?,
             _ => return Ok(None),
         };
-        Ok(reply.value.map(|value| (value, cas)))
+        Ok(reply.value.map(|value| (value, cas, session)))
+    }
+
+    /// Reads the lease and, if `token` holds it, sends `write(cas)` under
+    /// the CAS just read, on the connection it was read on: memcached's CAS
+    /// counter starts again when the server restarts, so a CAS from an
+    /// earlier connection may name the next holder's item. When that
+    /// connection has closed in between, nothing was written and the lease
+    /// is read again. The write's reply, or `None` when `token` does not
+    /// hold the lease.
+    async fn write_if_ours(
+        &self,
+        operation: &'static str,
+        key: &str,
+        lease: &str,
+        token: &str,
+        write: impl Fn(i64) -> Command,
+    ) -> Result<Option<Reply>> {
+        for _ in 0..REREADS {
+            let Some((value, cas, session)) = self.value_and_cas(operation, key, lease).await?
+            else {
+                return Ok(None);
+            };
+            if value != token.as_bytes() {
+                return Ok(None);
+            }
+            match self
+                .deadline()
+                .bound(self.connection(lease).call(vec![write(cas)], Some(session)))
+                .await
+            {
+                Ok(answer) => return Ok(first(answer.replies)),
+                Err(CallError::Store(client::Failure::Reopened)) => continue,
+                Err(e) => return Err(Error::store(operation, key, e)),
+            }
+        }
+        Err(Error::store(
+            operation,
+            key,
+            format!(
+                "the memcached connection was reopened between the read and the write {REREADS} times running; nothing was written"
+            ),
+        ))
     }
 }
+
+/// How many times a release or extend reads the lease again when its
+/// connection reopened between its read and its write.
+const REREADS: usize = 3;
 
 /// `host:port` from a `memcache://host[:port]` URL.
 fn address(url: &str) -> Result<String> {
@@ -252,18 +300,27 @@ fn first(replies: Vec<Reply>) -> Option<Reply> {
 }
 
 fn reply_cas(operation: &'static str, key: &str, reply: &Reply) -> Result<i64> {
-    reply
-        .number(b'c')
-        .ok_or_else(|| Error::store(operation, key, "memcached sent a value without its CAS"))
+    match reply.number(b'c') {
+        Some(0) => Err(Error::store(
+            operation,
+            key,
+            "memcached keeps no CAS values (it runs with -C or --disable-cas), so a release or extend could not tell this lease from the next holder's; run memcached without -C",
+        )),
+        Some(cas) => Ok(cas),
+        None => Err(Error::store(
+            operation,
+            key,
+            "memcached sent a value without its CAS",
+        )),
+    }
 }
 
-/// `ms <lease> <len> b T<s> <flags>\r\n<token>\r\n`.
-fn set_command(lease: &str, token: &str, ttl: Duration, flags: &str) -> Vec<u8> {
-    let mut command =
-        format!("ms {lease} {} b T{} {flags}\r\n", token.len(), exptime(ttl)).into_bytes();
-    command.extend_from_slice(token.as_bytes());
-    command.extend_from_slice(b"\r\n");
-    command
+/// `ms <lease> <len> b T<s> <flags>` and the token as its data.
+fn set_command(lease: &str, token: &str, ttl: Duration, flags: &str) -> Command {
+    Command::with_data(
+        format!("ms {lease} {} b T{} {flags}", token.len(), exptime(ttl)),
+        token.as_bytes().to_vec(),
+    )
 }
 
 impl LockStore for MemcachedStore {
@@ -273,16 +330,15 @@ impl LockStore for MemcachedStore {
             // Before the attempt: a release in this process that lands
             // between the attempt and the sleep must still wake us.
             let interest = request.wake.then(|| self.shared.waiters.register(&lease));
-            let mut command = set_command(&lease, request.token, request.ttl, "ME");
-            let mut replies = 1;
+            let mut commands = vec![set_command(&lease, request.token, request.ttl, "ME")];
             if request.wake {
                 // The holder's remaining TTL, in the same round trip.
-                command.extend_from_slice(format!("mg {lease} b t\r\n").as_bytes());
-                replies = 2;
+                commands.push(Command::new(format!("mg {lease} b t")));
             }
             let mut replies = self
-                .call("acquire", request.key, &lease, command, replies)
+                .call("acquire", request.key, &lease, commands, None)
                 .await?
+                .replies
                 .into_iter();
             match replies.next().map(|reply| reply.code) {
                 Some(Code::Done) => Ok(Attempt::Acquired { fence: None }),
@@ -312,14 +368,11 @@ impl LockStore for MemcachedStore {
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let Some((value, cas)) = self.value_and_cas("release", key, &lease).await? else {
-                return Ok(false);
-            };
-            if value != token.as_bytes() {
-                return Ok(false);
-            }
-            let command = format!("md {lease} b C{cas}\r\n").into_bytes();
-            let reply = first(self.call("release", key, &lease, command, 1).await?);
+            let reply = self
+                .write_if_ours("release", key, &lease, token, |cas| {
+                    Command::new(format!("md {lease} b C{cas}"))
+                })
+                .await?;
             let released = reply.is_some_and(|reply| reply.code == Code::Done);
             if released {
                 self.shared.waiters.released(&lease);
@@ -336,14 +389,11 @@ impl LockStore for MemcachedStore {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let Some((value, cas)) = self.value_and_cas("extend", key, &lease).await? else {
-                return Ok(false);
-            };
-            if value != token.as_bytes() {
-                return Ok(false);
-            }
-            let command = set_command(&lease, token, ttl, &format!("C{cas}"));
-            let reply = first(self.call("extend", key, &lease, command, 1).await?);
+            let reply = self
+                .write_if_ours("extend", key, &lease, token, |cas| {
+                    set_command(&lease, token, ttl, &format!("C{cas}"))
+                })
+                .await?;
             Ok(reply.is_some_and(|reply| reply.code == Code::Done))
         })
     }
@@ -351,8 +401,12 @@ impl LockStore for MemcachedStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let command = format!("md {lease} b\r\n").into_bytes();
-            let reply = first(self.call("force-release", key, &lease, command, 1).await?);
+            let command = Command::new(format!("md {lease} b"));
+            let reply = first(
+                self.call("force-release", key, &lease, vec![command], None)
+                    .await?
+                    .replies,
+            );
             let released = reply.is_some_and(|reply| reply.code == Code::Done);
             if released {
                 self.shared.waiters.released(&lease);
@@ -364,10 +418,11 @@ impl LockStore for MemcachedStore {
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         Box::pin(async move {
             let lease = lease_key(key)?;
-            let command = format!("mg {lease} b v t\r\n").into_bytes();
+            let command = Command::new(format!("mg {lease} b v t"));
             let reply = first(
-                self.call("read the holder of", key, &lease, command, 1)
-                    .await?,
+                self.call("read the holder of", key, &lease, vec![command], None)
+                    .await?
+                    .replies,
             );
             Ok(reply.and_then(|reply| {
                 let remaining = match reply.number(b't') {
