@@ -6,7 +6,7 @@ use std::time::Duration;
 use lock_core::LockManager;
 
 /// What `--url` can be, for the help text and for errors.
-pub(crate) const SCHEMES: &str = "redis://, rediss://, redis+cluster:// (or several redis:// URLs separated by commas), memcache://, postgres://, etcd:// (or http://)";
+pub(crate) const SCHEMES: &str = "redis://, rediss://, redis+cluster:// (or several redis:// URLs separated by commas), redis+sentinel://sentinel,sentinel/service (rediss+sentinel:// for TLS), memcache://, postgres://, etcd:// (or http://)";
 
 /// Store settings the command line can change.
 pub(crate) struct Settings {
@@ -35,9 +35,16 @@ pub(crate) struct Settings {
     pub(crate) pg_table: Option<String>,
 }
 
-/// The passwords in `url` (every `user:password@` part), so that any text
-/// about to be printed can be scrubbed of them, whatever produced it.
+/// The passwords in `url` (every `user:password@` part, and any
+/// `...password=` setting in its query, as a Sentinel URL's
+/// `sentinel_password`), so that any text about to be printed can be
+/// scrubbed of them, whatever produced it.
 pub(crate) fn secrets(url: &str) -> Vec<String> {
+    let (url, query) = url.split_once('?').unwrap_or((url, ""));
+    let in_query = query.split('&').filter_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        (name.ends_with("password") && !value.is_empty()).then(|| value.to_owned())
+    });
     url.split(',')
         .filter_map(|part| {
             let rest = part.split_once("://").map_or(part, |(_, rest)| rest);
@@ -46,6 +53,7 @@ pub(crate) fn secrets(url: &str) -> Vec<String> {
             let (_, password) = userinfo.split_once(':')?;
             (!password.is_empty()).then(|| password.to_owned())
         })
+        .chain(in_query)
         .collect()
 }
 
@@ -74,6 +82,8 @@ pub(crate) async fn connect(
             redis_cluster(&url.split(',').map(str::trim).collect::<Vec<_>>(), settings).await
         }
         "redis" | "rediss" | "redis+unix" | "unix" => redis(url, settings).await,
+        // The sentinels, then the service: the store finds the primary.
+        "redis+sentinel" | "rediss+sentinel" => redis(url, settings).await,
         "redis+cluster" | "rediss+cluster" => {
             let plain = if scheme == "rediss+cluster" {
                 "rediss"
@@ -251,6 +261,8 @@ mod tests {
             "postgres://app:***@db/test"
         );
         assert_eq!(shown("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        let sentinel = "redis+sentinel://:data@s1:26379,s2:26379/mymaster?sentinel_password=watch";
+        assert_eq!(secrets(sentinel), ["data", "watch"]);
         assert!(
             secrets("postgres://postgres@db/test").is_empty(),
             "a user name alone is no secret (scrubbing it would mangle every message)"

@@ -131,6 +131,22 @@ pub enum Error {
         key: String,
     },
 
+    /// A lease write (an acquire or an extend) that fewer replicas
+    /// acknowledged in time than the Redis store's
+    /// `RedisConfig::replica_acks` asked for. An acquire that fails so has given its lease back; an extend
+    /// counts as a failed renewal.
+    #[error(
+        "only {acked} of the {wanted} replicas asked for acknowledged the lease write in time; \
+         check that the replicas are up and replicating (`INFO replication` on the primary), \
+         raise the ack timeout, or ask for fewer with `RedisConfig::replica_acks`"
+    )]
+    NotReplicated {
+        /// How many replicas acknowledged the write.
+        acked: u32,
+        /// How many were asked for.
+        wanted: u32,
+    },
+
     /// [`registry::install`](crate::registry::install) was called twice.
     #[error(
         "a default lock manager is already installed; install it once at startup, \

@@ -13,4 +13,5 @@ pub mod memcached;
 pub mod postgres;
 pub mod proxy;
 pub mod raw;
+pub mod sentinel;
 pub mod server;

@@ -24,6 +24,16 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct RedisConfig {
     pub(super) timeout: Duration,
     pub(super) channel: String,
+    /// `replica_acks`: how many replicas must acknowledge each lease
+    /// write, and how long to wait for them.
+    pub(super) acks: Option<ReplicaAcks>,
+}
+
+/// How many replicas must acknowledge a lease write, within how long.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ReplicaAcks {
+    pub(super) replicas: u32,
+    pub(super) timeout: Duration,
 }
 
 impl Default for RedisConfig {
@@ -31,6 +41,7 @@ impl Default for RedisConfig {
         RedisConfig {
             timeout: DEFAULT_TIMEOUT,
             channel: DEFAULT_CHANNEL.to_owned(),
+            acks: None,
         }
     }
 }
@@ -66,6 +77,45 @@ impl RedisConfig {
     pub fn channel(self, channel: impl Into<String>) -> Self {
         RedisConfig {
             channel: channel.into(),
+            ..self
+        }
+    }
+
+    /// Waits, after every write that grants or prolongs a lease (an
+    /// acquire, an extend or renewal, the fencing counter), until `replicas`
+    /// replicas have acknowledged it, for at most `timeout`: Redis's `WAIT`,
+    /// sent right behind the write on the same connection (on a cluster, to
+    /// the node that owns the key). Off by default: a lease is granted as
+    /// soon as the primary has it, as Redis replicates asynchronously.
+    ///
+    /// Without it, a primary that dies just after granting a lease may be
+    /// replaced by a replica that never saw it, and the next caller is
+    /// granted the same name while the first still works. With it, a lease
+    /// is only granted once `replicas` replicas have it too:
+    ///
+    /// - an acquire that fewer replicas acknowledged in time gives the
+    ///   lease back (best effort) and fails with
+    ///   [`Error::NotReplicated`](crate::Error::NotReplicated);
+    /// - an extend that fewer replicas acknowledged fails the same way,
+    ///   which renewal treats as any failed renewal: the work's local
+    ///   deadline does not move, and it is tried again until then.
+    ///
+    /// What it does not do: `WAIT` does not make Redis consistent. A replica
+    /// that acknowledged can still lose the write in a later failure (it
+    /// keeps it in memory, and Sentinel may promote another replica), and a
+    /// holder paused past its TTL still overruns it. Fencing tokens, and
+    /// the etcd store, are the stronger answers. The RedisStore docs say
+    /// what the failover tests measured.
+    ///
+    /// Each such call may take up to `timeout` longer than
+    /// [`timeout`](RedisConfig::timeout): its time bound is the two added.
+    /// `replicas` of 0 turns it off.
+    pub fn replica_acks(self, replicas: u32, timeout: Duration) -> Self {
+        RedisConfig {
+            acks: (replicas > 0).then_some(ReplicaAcks {
+                replicas,
+                timeout: timeout.max(Duration::from_millis(1)),
+            }),
             ..self
         }
     }

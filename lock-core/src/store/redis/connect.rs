@@ -15,21 +15,24 @@ use tokio::task::JoinHandle;
 use super::Shared;
 use super::config::RedisConfig;
 use super::scripts::Scripts;
+use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
-use super::wakeups::Listener;
+use super::wakeups::{Listener, Nodes};
 use crate::store::net::deadline::{CallError, Deadline};
 use crate::store::net::waiters::{Waiters, Watch};
 use crate::{Error, Result};
 
 /// The command connection: one reconnecting multiplexed connection to a
-/// single server, or the cluster client's connection (which follows
-/// `MOVED`/`ASK` and refreshes its slot map). Commands on one connection
-/// reach the server in the order they were sent, which is what keeps a
-/// give-back from overtaking the acquire it undoes.
+/// single server, the cluster client's connection (which follows
+/// `MOVED`/`ASK` and refreshes its slot map), or one to the primary the
+/// sentinels name (found again after a failover). Commands on one
+/// connection reach the server in the order they were sent, which is what
+/// keeps a give-back from overtaking the acquire it undoes.
 #[derive(Clone)]
 pub(super) enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(SentinelConnection),
 }
 
 impl ConnectionLike for Connection {
@@ -37,6 +40,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(connection) => connection.req_packed_command(cmd),
             Connection::Cluster(connection) => connection.req_packed_command(cmd),
+            Connection::Sentinel(connection) => connection.req_packed_command(cmd),
         }
     }
 
@@ -49,6 +53,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(connection) => connection.req_packed_commands(cmd, offset, count),
             Connection::Cluster(connection) => connection.req_packed_commands(cmd, offset, count),
+            Connection::Sentinel(connection) => connection.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -56,6 +61,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(connection) => connection.get_db(),
             Connection::Cluster(connection) => connection.get_db(),
+            Connection::Sentinel(connection) => connection.get_db(),
         }
     }
 }
@@ -63,6 +69,19 @@ impl ConnectionLike for Connection {
 /// The store's deadline for one call.
 pub(super) fn deadline(config: &RedisConfig) -> Deadline {
     Deadline::after(config.timeout, "RedisConfig::timeout")
+}
+
+/// The deadline of a call that writes a lease: with
+/// [`replica_acks`](RedisConfig::replica_acks), the time the replicas have
+/// to acknowledge it on top.
+pub(super) fn write_deadline(config: &RedisConfig) -> Deadline {
+    match config.acks {
+        Some(acks) => Deadline::after(
+            config.timeout.saturating_add(acks.timeout),
+            "RedisConfig::timeout (plus the replica_acks timeout)",
+        ),
+        None => deadline(config),
+    }
 }
 
 /// A client for `url`, or an error that says what a valid URL looks like
@@ -132,8 +151,29 @@ pub(super) async fn single(client: Client, config: RedisConfig) -> Result<Shared
         .map_err(|e| connect_error(&node, e))?;
     start(
         Connection::Single(manager),
-        vec![client],
+        Nodes::Fixed(vec![client]),
         vec![node],
+        config,
+    )
+    .await
+}
+
+/// Everything a store over the primary of a Sentinel-monitored service
+/// needs, connected: the sentinels answered and named a primary that
+/// answers.
+pub(super) async fn sentinel(url: &str, config: RedisConfig) -> Result<Shared> {
+    let parsed = SentinelUrl::parse(url)
+        .map_err(|why| Error::store("connect", "(the Sentinel URL)", why))?;
+    let shown = parsed.shown();
+    let connection = SentinelConnection::open(&parsed, config.timeout).await?;
+    deadline(&config)
+        .bound(connection.connected())
+        .await
+        .map_err(|e| connect_error(&shown, e))?;
+    start(
+        Connection::Sentinel(connection.clone()),
+        Nodes::Sentinel(connection),
+        vec![shown],
         config,
     )
     .await
@@ -160,13 +200,19 @@ pub(super) async fn cluster(
         .bound(client.get_async_connection())
         .await
         .map_err(|e| connect_error(&nodes.join(","), e))?;
-    start(Connection::Cluster(connection), subscribers, nodes, config).await
+    start(
+        Connection::Cluster(connection),
+        Nodes::Fixed(subscribers),
+        nodes,
+        config,
+    )
+    .await
 }
 
 /// Subscribes, starts the listener, and loads the scripts.
 async fn start(
     connection: Connection,
-    subscribers: Vec<Client>,
+    subscribers: Nodes,
     nodes: Vec<String>,
     config: RedisConfig,
 ) -> Result<Shared> {
@@ -211,17 +257,17 @@ async fn start(
 /// command releases are announced by.
 async fn listen(
     connection: &Connection,
-    subscribers: Vec<Client>,
+    subscribers: Nodes,
     config: &RedisConfig,
     waiters: &Arc<Waiters>,
     changes: UnboundedReceiver<Watch>,
 ) -> std::result::Result<(JoinHandle<()>, &'static str), CallError<RedisError>> {
     // On a cluster, sharded pub/sub when every node has it (Redis 7): a
     // release's message then stays on the shard that owns the key.
-    let changes = match connection {
-        Connection::Cluster(_) => {
+    let changes = match (connection, &subscribers) {
+        (Connection::Cluster(_), Nodes::Fixed(clients)) => {
             match ShardedListener::connect(
-                &subscribers,
+                clients,
                 config.channel.clone(),
                 config.timeout,
                 Arc::clone(waiters),
@@ -240,7 +286,7 @@ async fn listen(
                 }
             }
         }
-        Connection::Single(_) => changes,
+        _ => changes,
     };
     let listener = Listener {
         subscribers,

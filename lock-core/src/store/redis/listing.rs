@@ -34,7 +34,7 @@ impl RedisStore {
         let pattern = lease_pattern(prefix);
         let mut lease_keys = BTreeSet::new();
         match &self.shared.connection {
-            Connection::Single(_) => {
+            Connection::Single(_) | Connection::Sentinel(_) => {
                 self.scan_node(None, 0, &pattern, prefix, &mut lease_keys)
                     .await?;
             }

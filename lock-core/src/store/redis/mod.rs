@@ -15,6 +15,7 @@ mod connect;
 mod keys;
 mod listing;
 mod scripts;
+mod sentinel;
 mod sharded;
 mod wakeups;
 
@@ -34,6 +35,21 @@ use super::net::deadline::{CallError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
+
+/// `WAIT <replicas> <timeout ms>`: what follows each lease write with
+/// [`replica_acks`](RedisConfig::replica_acks).
+fn wait(acks: config::ReplicaAcks) -> Cmd {
+    let mut wait = Cmd::new();
+    // Redis reads the timeout as a signed 64-bit count.
+    let timeout = millis(acks.timeout).min(i64::MAX.unsigned_abs());
+    wait.arg("WAIT").arg(acks.replicas).arg(timeout);
+    wait
+}
+
+/// `WAIT`'s reply: a count of replicas.
+fn acked_count(acked: i64) -> u32 {
+    u32::try_from(acked.max(0)).unwrap_or(u32::MAX)
+}
 
 /// The longest TTL the Redis store accepts: 100 years, far inside what
 /// Redis's millisecond expiry arithmetic can represent.
@@ -88,6 +104,10 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// | acquire, waiting, after that `SET` failed; or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` on the key's channel |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
+///
+/// With [`RedisConfig::replica_acks`], each acquire and extend is followed
+/// by `WAIT` in the same pipeline: still one round trip, whose answer
+/// waits for the replicas.
 ///
 /// # Keys and cluster slots
 ///
@@ -161,6 +181,37 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// deadline; after it comes back, every local waiter retries once, in case a
 /// release was missed.
 ///
+/// # Redis with replicas
+///
+/// Behind Sentinel, connect with the sentinels and the service name:
+/// `redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster` (see
+/// [`connect`](RedisStore::connect)). The store asks the sentinels for the
+/// primary and keeps one connection to it. A call that finds the connection
+/// broken, or the node demoted (`READONLY`), or that is cut off at its time
+/// bound, fails with [`Error::Store`](crate::Error::Store) like any store
+/// error, and the next call asks the sentinels again: after a failover the
+/// store is on the new primary as soon as the sentinels name it, and while
+/// there is none, every call fails within [`RedisConfig::timeout`]. The
+/// release subscription follows the same way: it is opened again on the
+/// new primary, and every waiter of this process retries once, so no waiter
+/// sleeps out its holder's TTL because of a failover. A failed call is not
+/// retried by the store (an acquire may have applied): the caller's retry,
+/// or the next waiting round, is.
+///
+/// Redis replicates asynchronously: a primary that dies right after
+/// granting a lease may be replaced by a replica that never saw it, and the
+/// next caller is granted the same name while the first holder still works.
+/// [`RedisConfig::replica_acks`] closes that window for the failures it
+/// covers: every lease write is followed by `WAIT`, and a lease is granted
+/// only once that many replicas have it. What it does not do, stated
+/// plainly: `WAIT` does not make Redis consistent (a replica that
+/// acknowledged can lose the write in a later failure, and Sentinel may
+/// promote a replica that did not acknowledge when several are behind), and
+/// it does nothing for a holder that is paused past its TTL. For systems
+/// that must reject a stale holder, use [fencing tokens](crate::Lock::fenced)
+/// checked by the resource itself; for leases that survive any single
+/// failure, the etcd store.
+///
 /// # What Redis adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
 /// Exclusion holds for every process that uses the same Redis (or cluster)
@@ -168,7 +219,8 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// compare the owner token in one script, and TTLs run on the server's clock.
 /// It is exactly as durable as Redis: with asynchronous replication, a
 /// primary that fails over before replicating a fresh lease can let a second
-/// holder in; Redis persistence settings decide what a restart forgets.
+/// holder in (unless [`RedisConfig::replica_acks`] waits for replicas, see
+/// above); Redis persistence settings decide what a restart forgets.
 #[derive(Clone)]
 pub struct RedisStore {
     shared: Arc<Shared>,
@@ -195,15 +247,28 @@ impl Drop for Shared {
 }
 
 impl RedisStore {
-    /// Connects to one Redis server, with the default [`RedisConfig`].
+    /// Connects to one Redis server, or to the primary of a service behind
+    /// Sentinel, with the default [`RedisConfig`].
     ///
     /// `url` is `redis://[user:password@]host[:port][/db]`, `rediss://` for
     /// TLS (with lock-core's `redis-tls` feature), or `redis+unix:///path`.
     ///
+    /// Behind Sentinel it is
+    /// `redis+sentinel://[user:password@]sentinel[:port][,sentinel[:port]...]/service`,
+    /// with `?db=N`, `sentinel_username=` and `sentinel_password=` in the
+    /// query when needed: the sentinels (port 26379 unless given) are asked
+    /// for the primary of `service`; `user:password` is for the data nodes,
+    /// the `sentinel_` settings for the sentinels themselves. Escape
+    /// reserved characters in a password as `%XX` (`@` is `%40`).
+    /// `rediss+sentinel://` speaks TLS to the sentinels and the data nodes
+    /// (with the `redis-tls` feature). See [Redis with
+    /// replicas](RedisStore#redis-with-replicas).
+    ///
     /// # Errors
     ///
     /// [`Error::Store`] when the URL is invalid or the server cannot be
-    /// reached, or does not answer, within the timeout.
+    /// reached, or does not answer, within the timeout; behind Sentinel,
+    /// also when no sentinel answers or none knows the service.
     pub async fn connect(url: &str) -> Result<RedisStore> {
         Self::connect_with(url, RedisConfig::default()).await
     }
@@ -214,6 +279,12 @@ impl RedisStore {
     ///
     /// As [`connect`](RedisStore::connect).
     pub async fn connect_with(url: &str, config: RedisConfig) -> Result<RedisStore> {
+        if sentinel::is_sentinel_url(url) {
+            let shared = connect::sentinel(url, config).await?;
+            return Ok(RedisStore {
+                shared: Arc::new(shared),
+            });
+        }
         let client = connect::open_client(url)?;
         Self::from_client(client, config).await
     }
@@ -337,6 +408,58 @@ impl RedisStore {
         reply.map_err(|e| Error::store(operation, key, e))
     }
 
+    /// [`invoke`](RedisStore::invoke) for a script that writes a lease:
+    /// with [`replica_acks`](RedisConfig::replica_acks), followed on the
+    /// same connection, in one pipeline, by `WAIT`, whose count of
+    /// acknowledging replicas comes back too.
+    async fn invoke_write<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        script: &Script,
+        call: &Cmd,
+        deadline: Deadline,
+    ) -> Result<(T, Option<u32>)> {
+        let Some(acks) = self.shared.config.acks else {
+            let reply = self.invoke(operation, key, script, call, deadline).await?;
+            return Ok((reply, None));
+        };
+        let mut pipeline = ::redis::pipe();
+        pipeline.add_command(call.clone()).add_command(wait(acks));
+        let mut connection = self.shared.connection.clone();
+        let reply = match deadline
+            .bound(pipeline.query_async::<(T, i64)>(&mut connection))
+            .await
+        {
+            Err(CallError::Store(error))
+                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
+            {
+                let reload = async {
+                    script.prepare_invoke().load_async(&mut connection).await?;
+                    pipeline.query_async::<(T, i64)>(&mut connection).await
+                };
+                deadline.bound(reload).await
+            }
+            reply => reply,
+        };
+        let (reply, acked) = reply.map_err(|e| Error::store(operation, key, e))?;
+        Ok((reply, Some(acked_count(acked))))
+    }
+
+    /// An error when a write that took effect (`wrote`) was acknowledged by
+    /// fewer replicas than asked (`acked`, from `WAIT`).
+    fn replicated(&self, wrote: bool, acked: Option<u32>) -> Result<()> {
+        match (self.shared.config.acks, acked) {
+            (Some(acks), Some(acked)) if wrote && acked < acks.replicas => {
+                Err(Error::NotReplicated {
+                    acked,
+                    wanted: acks.replicas,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// An acquire that does not want a fencing token: the native
     /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
     ///
@@ -362,10 +485,13 @@ impl RedisStore {
             .arg("PX")
             .arg(millis(request.ttl));
         let mut connection = self.shared.connection.clone();
-        let reply: Option<::redis::Value> = deadline
-            .bound(set.query_async(&mut connection))
-            .await
-            .map_err(|e| Error::store("acquire", request.key, e))?;
+        let reply: Option<::redis::Value> = match self.shared.config.acks {
+            None => deadline
+                .bound(set.query_async(&mut connection))
+                .await
+                .map_err(|e| Error::store("acquire", request.key, e))?,
+            Some(acks) => self.set_acked(request.key, set, acks, deadline).await?,
+        };
         Ok(if reply.is_some() {
             Attempt::Acquired { fence: None }
         } else {
@@ -373,6 +499,33 @@ impl RedisStore {
                 remaining: None,
                 wakeup: None,
             }
+        })
+    }
+
+    /// `SET` followed by `WAIT` in one pipeline: the set's reply, once
+    /// enough replicas acknowledged it (else [`Error::NotReplicated`], and the
+    /// runtime gives the lease back, as for any acquire that fails).
+    ///
+    /// A boxed future of its own: inlined into the acquire's, it made that
+    /// state machine nest deeply enough to overflow the compiler's query
+    /// depth in applications that use every store.
+    fn set_acked<'a>(
+        &'a self,
+        key: &'a str,
+        set: Cmd,
+        acks: config::ReplicaAcks,
+        deadline: Deadline,
+    ) -> BoxFuture<'a, Result<Option<::redis::Value>>> {
+        Box::pin(async move {
+            let mut pipeline = ::redis::pipe();
+            pipeline.add_command(set).add_command(wait(acks));
+            let mut connection = self.shared.connection.clone();
+            let (reply, acked): (Option<::redis::Value>, i64) = deadline
+                .bound(pipeline.query_async(&mut connection))
+                .await
+                .map_err(|e| Error::store("acquire", key, e))?;
+            self.replicated(reply.is_some(), Some(acked_count(acked)))?;
+            Ok(reply)
         })
     }
 
@@ -400,9 +553,12 @@ impl RedisStore {
             .arg(if request.wake { "1" } else { "0" })
             .arg(WAITERS_MARGIN_MS)
             .arg(if request.fenced { "1" } else { "0" });
-        let (acquired, detail): (i64, i64) = self
-            .invoke("acquire", request.key, script, &call, deadline)
+        let ((acquired, detail), acked): ((i64, i64), _) = self
+            .invoke_write("acquire", request.key, script, &call, deadline)
             .await?;
+        // Not acknowledged: the runtime gives back the lease of an acquire
+        // that fails.
+        self.replicated(acquired == 1, acked)?;
         Ok(if acquired == 1 {
             Attempt::Acquired {
                 fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
@@ -424,7 +580,7 @@ impl LockStore for RedisStore {
             // the server; the runtime gives it back (see the store contract).
             // One deadline for the whole acquire, both requests of a
             // waiting one included.
-            let deadline = connect::deadline(&self.shared.config);
+            let deadline = connect::write_deadline(&self.shared.config);
             if request.fenced {
                 return self.acquire_scripted(request, deadline).await;
             }
@@ -462,12 +618,15 @@ impl LockStore for RedisStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            check_key(key)?;
             let script = &self.shared.scripts.extend;
-            let extended: i64 = self
-                .on_lease("extend", key, script, false, |call| {
-                    call.arg(token).arg(millis(ttl));
-                })
+            let mut call = evalsha(script, &[KeyArg::lease(key)]);
+            call.arg(token).arg(millis(ttl));
+            let deadline = connect::write_deadline(&self.shared.config);
+            let (extended, acked): (i64, _) = self
+                .invoke_write("extend", key, script, &call, deadline)
                 .await?;
+            self.replicated(extended == 1, acked)?;
             Ok(extended == 1)
         })
     }
@@ -530,6 +689,7 @@ impl fmt::Debug for RedisStore {
         let mode = match self.shared.connection {
             Connection::Single(_) => "single",
             Connection::Cluster(_) => "cluster",
+            Connection::Sentinel(_) => "sentinel",
         };
         f.debug_struct("RedisStore")
             .field("mode", &mode)

@@ -10,6 +10,7 @@ use ::redis::aio::{PubSubSink, PubSubStream};
 use ::redis::{Client, RedisError, Value};
 use futures_util::StreamExt;
 
+use super::sentinel::SentinelConnection;
 use crate::store::net::backoff::Backoff;
 use crate::store::net::deadline::{CallError, Deadline};
 use crate::store::net::waiters::{Waiters, Watch};
@@ -46,9 +47,20 @@ pub(super) fn key_of_channel<'a>(channel: &'a str, suffix: &str) -> Option<&'a s
     channel.strip_suffix(suffix)?.strip_suffix(':')
 }
 
+/// Where the release subscription can be opened.
+pub(super) enum Nodes {
+    /// These nodes, tried in turn (one server, or a cluster's nodes: a
+    /// release published on any node of a cluster reaches every node).
+    Fixed(Vec<Client>),
+    /// The primary the sentinels name when the subscription opens, asked
+    /// afresh each time, so that after a failover it moves to the new
+    /// primary.
+    Sentinel(SentinelConnection),
+}
+
 /// The background task holding the store's one pub/sub connection.
 pub(super) struct Listener {
-    pub(super) subscribers: Vec<Client>,
+    pub(super) subscribers: Nodes,
     /// The suffix of every release channel ([`RedisConfig::channel`](super::RedisConfig::channel)).
     pub(super) channel: String,
     pub(super) timeout: Duration,
@@ -60,15 +72,23 @@ pub(super) struct Listener {
 pub(super) type Subscription = (PubSubSink, PubSubStream);
 
 impl Listener {
-    /// Subscribes through the first node that answers, starting at `start`.
+    /// Subscribes through the first node that answers, starting at `start`
+    /// (through the primary the sentinels name now, behind Sentinel).
     pub(super) async fn subscribe_any(
         &self,
         start: usize,
     ) -> Result<(usize, Subscription), CallError<RedisError>> {
+        let clients = match &self.subscribers {
+            Nodes::Fixed(clients) => clients,
+            Nodes::Sentinel(sentinel) => {
+                let client = self.deadline().bound(sentinel.primary_client()).await?;
+                return Ok((0, self.subscribe(&client).await?));
+            }
+        };
         let mut last = CallError::TimedOut(self.timeout, "RedisConfig::timeout");
-        for offset in 0..self.subscribers.len() {
-            let index = (start + offset) % self.subscribers.len();
-            match self.subscribe(&self.subscribers[index]).await {
+        for offset in 0..clients.len() {
+            let index = (start + offset) % clients.len();
+            match self.subscribe(&clients[index]).await {
                 Ok(subscription) => return Ok((index, subscription)),
                 Err(error) => last = error,
             }

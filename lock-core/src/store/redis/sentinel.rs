@@ -1,0 +1,506 @@
+//! Redis behind Sentinel: the `redis+sentinel://` URL, and a command
+//! connection that follows the primary the sentinels name.
+//!
+//! Discovery is the redis crate's own ([`SentinelClient`]): it asks the
+//! sentinels for the service's primary and checks, with `ROLE`, that the
+//! node it reaches is one. What this file adds is what a lock store needs
+//! on top: one multiplexed connection to that primary, shared by every
+//! call, dropped and found again as soon as a call shows it no longer
+//! reaches a primary (the connection broke, the node answers `READONLY`
+//! because it was demoted, or a call was cut off at its time bound while
+//! the node stayed silent). The failing call itself returns its error: the
+//! store never retries a write that may have applied. The next call asks
+//! the sentinels again, so after a failover the store moves to the new
+//! primary by itself; while there is none, calls fail within their bound.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionLike, MultiplexedConnection};
+use ::redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use ::redis::{
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, Pipeline, RedisError,
+    RedisFuture, RedisResult, ServerErrorKind, TlsMode, Value,
+};
+
+use crate::store::BoxFuture;
+use crate::{Error, Result};
+
+/// The port of a sentinel given without one.
+const SENTINEL_PORT: u16 = 26379;
+
+/// What a `redis+sentinel://` URL says.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct SentinelUrl {
+    /// `host:port` of each sentinel.
+    pub(super) sentinels: Vec<(String, u16)>,
+    /// The name the sentinels monitor the primary under.
+    pub(super) service: String,
+    pub(super) tls: bool,
+    pub(super) db: i64,
+    /// For the data nodes (primary and replicas).
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+    /// For the sentinels themselves.
+    pub(super) sentinel_username: Option<String>,
+    pub(super) sentinel_password: Option<String>,
+}
+
+/// Whether `url` names Redis behind Sentinel.
+pub(super) fn is_sentinel_url(url: &str) -> bool {
+    url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://")
+}
+
+/// How a valid URL looks, for every parse error.
+const EXAMPLE: &str = "use a URL like redis+sentinel://[user:password@]127.0.0.1:26379,127.0.0.1:26380/mymaster\
+     [?db=0&sentinel_password=...]";
+
+impl SentinelUrl {
+    /// Reads `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?query]`
+    /// (`rediss+sentinel://` for TLS). The query may give `db`,
+    /// `sentinel_username` and `sentinel_password`. Errors never show a
+    /// password.
+    pub(super) fn parse(url: &str) -> std::result::Result<SentinelUrl, String> {
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            (false, rest)
+        } else if let Some(rest) = url.strip_prefix("rediss+sentinel://") {
+            (true, rest)
+        } else {
+            return Err(format!("not a Sentinel URL; {EXAMPLE}"));
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(query)),
+            None => (rest, None),
+        };
+        let (authority, service) = rest
+            .split_once('/')
+            .ok_or_else(|| format!("no service name after the sentinels; {EXAMPLE}"))?;
+        let service = decode(service.trim_end_matches('/'))?;
+        if service.is_empty() || service.contains('/') {
+            return Err(format!(
+                "the path must be the one service name the sentinels monitor; {EXAMPLE}"
+            ));
+        }
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((userinfo, hosts)) => (Some(userinfo), hosts),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(userinfo) => {
+                let (user, password) = match userinfo.split_once(':') {
+                    Some((user, password)) => (user, Some(password)),
+                    None => (userinfo, None),
+                };
+                let user = (!user.is_empty()).then(|| decode(user)).transpose()?;
+                let password = password.filter(|p| !p.is_empty()).map(decode).transpose()?;
+                (user, password)
+            }
+        };
+        let sentinels = hosts
+            .split(',')
+            .map(host_port)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut parsed = SentinelUrl {
+            sentinels,
+            service,
+            tls,
+            db: 0,
+            username,
+            password,
+            sentinel_username: None,
+            sentinel_password: None,
+        };
+        for pair in query.into_iter().flat_map(|q| q.split('&')) {
+            if pair.is_empty() {
+                continue;
+            }
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = decode(value)?;
+            match name {
+                "db" => {
+                    parsed.db = value
+                        .parse()
+                        .map_err(|_| format!("db must be a number, not {value:?}; {EXAMPLE}"))?;
+                }
+                "sentinel_username" => parsed.sentinel_username = Some(value),
+                "sentinel_password" => parsed.sentinel_password = Some(value),
+                other => {
+                    return Err(format!(
+                        "unknown URL setting {other:?}: a Sentinel URL takes db, \
+                         sentinel_username and sentinel_password"
+                    ));
+                }
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// `sentinel1,sentinel2/service`, for `Debug` and errors: never a
+    /// password.
+    pub(super) fn shown(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect();
+        format!("{}/{}", hosts.join(","), self.service)
+    }
+
+    /// The redis crate's client for the primary of this service.
+    fn client(&self) -> Result<SentinelClient> {
+        if self.tls && !cfg!(feature = "redis-tls") {
+            return Err(Error::store(
+                "connect",
+                self.shown(),
+                "`rediss+sentinel://` URLs need lock-core's `redis-tls` feature",
+            ));
+        }
+        let sentinels = self.sentinels.iter().map(|(host, port)| {
+            if self.tls {
+                ConnectionAddr::TcpTls {
+                    host: host.clone(),
+                    port: *port,
+                    insecure: false,
+                    tls_params: None,
+                }
+            } else {
+                ConnectionAddr::Tcp(host.clone(), *port)
+            }
+        });
+        let building = || {
+            let mut builder =
+                SentinelClientBuilder::new(sentinels, &self.service, SentinelServerType::Master)?
+                    .set_client_to_redis_db(self.db);
+            if self.tls {
+                builder = builder
+                    .set_client_to_redis_tls_mode(TlsMode::Secure)
+                    .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+            }
+            if let Some(username) = &self.username {
+                builder = builder.set_client_to_redis_username(username);
+            }
+            if let Some(password) = &self.password {
+                builder = builder.set_client_to_redis_password(password);
+            }
+            if let Some(username) = &self.sentinel_username {
+                builder = builder.set_client_to_sentinel_username(username);
+            }
+            if let Some(password) = &self.sentinel_password {
+                builder = builder.set_client_to_sentinel_password(password);
+            }
+            builder.build()
+        };
+        building().map_err(|e| Error::store("connect", self.shown(), e))
+    }
+}
+
+/// `host[:port]` (`[v6]:port` for IPv6), the port defaulting to 26379.
+fn host_port(part: &str) -> std::result::Result<(String, u16), String> {
+    let bad = || format!("{part:?} is not a sentinel's host:port; {EXAMPLE}");
+    if part.is_empty() {
+        return Err(bad());
+    }
+    let (host, port) = if let Some(v6) = part.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or_else(bad)?;
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return Err(bad()),
+        }
+    } else {
+        match part.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (part, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    let port = match port {
+        Some(port) => port.parse().map_err(|_| bad())?,
+        None => SENTINEL_PORT,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// `text` with its `%XX` escapes decoded.
+fn decode(text: &str) -> std::result::Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            let hex = text
+                .get(at + 1..at + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| "a `%` in the URL must start an escape like %40".to_owned())?;
+            out.push(hex);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the URL's escapes are not UTF-8".to_owned())
+}
+
+/// The command connection to the primary the sentinels name: see the
+/// [module docs](self). Clones share one connection.
+#[derive(Clone)]
+pub(super) struct SentinelConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Asks the sentinels; one question at a time.
+    client: tokio::sync::Mutex<SentinelClient>,
+    /// Settings of each connection to a primary.
+    config: AsyncConnectionConfig,
+    /// The connection to the primary, while it is believed to be one.
+    current: Mutex<Option<Primary>>,
+    db: i64,
+    /// Counts the primaries connected to, so a failing call drops only the
+    /// connection it used, never a newer one.
+    generations: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Clone)]
+struct Primary {
+    connection: MultiplexedConnection,
+    generation: u64,
+}
+
+impl SentinelConnection {
+    /// A connection for `url`'s service, opened at once (so a wrong URL or
+    /// unreachable sentinels fail at connect): each call's own bound is
+    /// `timeout`, applied by the caller.
+    pub(super) async fn open(url: &SentinelUrl, timeout: Duration) -> Result<SentinelConnection> {
+        let client = url.client()?;
+        let connection = SentinelConnection {
+            inner: Arc::new(Inner {
+                client: tokio::sync::Mutex::new(client),
+                // No response timeout of the connection's own: every call
+                // is already bounded by the store's deadline.
+                config: AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(None),
+                current: Mutex::new(None),
+                db: url.db,
+                generations: std::sync::atomic::AtomicU64::new(0),
+            }),
+        };
+        Ok(connection)
+    }
+
+    /// Connects to the primary now, if not connected: the first call of a
+    /// new store (to fail at connect when nothing answers).
+    pub(super) async fn connected(&self) -> RedisResult<()> {
+        self.primary().await.map(|_| ())
+    }
+
+    /// A client for the primary, asking the sentinels afresh: for the
+    /// release subscription, which opens a connection of its own.
+    ///
+    /// Boxed as a `dyn` future here, and so is discovery in
+    /// [`primary`](Self::primary): the redis crate's discovery is a deep
+    /// state machine, and nested into the store's own futures it overflows
+    /// the compiler's query depth in the crates that call them.
+    pub(super) fn primary_client(&self) -> BoxFuture<'_, RedisResult<Client>> {
+        Box::pin(async move { self.inner.client.lock().await.async_get_client().await })
+    }
+
+    /// The connection to the primary, found through the sentinels when
+    /// there is none.
+    async fn primary(&self) -> RedisResult<Primary> {
+        if let Some(primary) = self.current() {
+            return Ok(primary);
+        }
+        let mut client = self.inner.client.lock().await;
+        // Another call may have found it while this one waited its turn.
+        if let Some(primary) = self.current() {
+            return Ok(primary);
+        }
+        let discovery: BoxFuture<'_, RedisResult<MultiplexedConnection>> = Box::pin(async {
+            client
+                .async_get_client()
+                .await?
+                .get_multiplexed_async_connection_with_config(&self.inner.config)
+                .await
+        });
+        let connection = discovery.await?;
+        let generation = 1 + self
+            .inner
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let primary = Primary {
+            connection,
+            generation,
+        };
+        *self.slot() = Some(primary.clone());
+        Ok(primary)
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Primary>> {
+        self.inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn current(&self) -> Option<Primary> {
+        self.slot().clone()
+    }
+
+    /// Stops using the connection of `generation`, if it is still the
+    /// current one: the next call asks the sentinels again.
+    fn forget(&self, generation: u64) {
+        let mut slot = self.slot();
+        if slot.as_ref().is_some_and(|p| p.generation == generation) {
+            *slot = None;
+        }
+    }
+
+    /// The primary's connection for one call, and the [`Pending`] that
+    /// forgets that connection unless the call shows it still reaches a
+    /// primary.
+    async fn begin(&self) -> RedisResult<(MultiplexedConnection, Pending<'_>)> {
+        let Primary {
+            connection,
+            generation,
+        } = self.primary().await?;
+        let pending = Pending {
+            connection: self,
+            generation,
+            answered: false,
+        };
+        Ok((connection, pending))
+    }
+}
+
+/// One call on the primary's connection. Dropped before
+/// [`answered`](Pending::answered) (the call was cut off at its time bound:
+/// the node may be gone without a word), or answered with an error that
+/// shows the connection no longer reaches a primary, it forgets the
+/// connection, and the next call asks the sentinels again.
+struct Pending<'a> {
+    connection: &'a SentinelConnection,
+    generation: u64,
+    answered: bool,
+}
+
+impl Pending<'_> {
+    fn answered<T>(mut self, reply: &RedisResult<T>) {
+        self.answered = !reply.as_ref().is_err_and(not_a_primary);
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.connection.forget(self.generation);
+        }
+    }
+}
+
+/// Whether `error` says the connection no longer reaches a primary: it
+/// broke, or the node was demoted (`READONLY`) or lost its own primary
+/// (`MASTERDOWN`).
+fn not_a_primary(error: &RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_unrecoverable_error()
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
+}
+
+impl ConnectionLike for SentinelConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let (mut connection, pending) = self.begin().await?;
+            let reply = connection.req_packed_command(cmd).await;
+            pending.answered(&reply);
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let (mut connection, pending) = self.begin().await?;
+            let reply = connection.req_packed_commands(cmd, offset, count).await;
+            pending.answered(&reply);
+            reply
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.db
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_url_gives_its_sentinels_service_database_and_both_passwords() {
+        let url = SentinelUrl::parse(
+            "redis+sentinel://app:s%40cret@10.0.0.1:26379,10.0.0.2,[::1]:26381/mymaster\
+             ?db=2&sentinel_password=watch",
+        )
+        .expect("valid");
+        assert_eq!(
+            url,
+            SentinelUrl {
+                sentinels: vec![
+                    ("10.0.0.1".to_owned(), 26379),
+                    ("10.0.0.2".to_owned(), 26379),
+                    ("::1".to_owned(), 26381),
+                ],
+                service: "mymaster".to_owned(),
+                tls: false,
+                db: 2,
+                username: Some("app".to_owned()),
+                password: Some("s@cret".to_owned()),
+                sentinel_username: None,
+                sentinel_password: Some("watch".to_owned()),
+            }
+        );
+        assert_eq!(
+            url.shown(),
+            "10.0.0.1:26379,10.0.0.2:26379,::1:26381/mymaster"
+        );
+        let tls = SentinelUrl::parse("rediss+sentinel://:pw@h:1/svc").expect("valid");
+        assert!(tls.tls, "rediss+ is TLS");
+        assert_eq!(tls.username, None, "a password alone");
+        assert_eq!(tls.password.as_deref(), Some("pw"));
+    }
+
+    #[test]
+    fn a_bad_sentinel_url_says_what_a_good_one_looks_like_and_never_shows_its_password() {
+        for bad in [
+            "redis+sentinel://h:26379",
+            "redis+sentinel://h:26379/",
+            "redis+sentinel://h:port/svc",
+            "redis+sentinel://,h/svc",
+            "redis+sentinel://:hunter2@h/svc?db=x",
+            "redis+sentinel://:hunter2@h/svc?colour=blue",
+            "redis+sentinel://h/a/b",
+        ] {
+            let error = SentinelUrl::parse(bad).expect_err(bad);
+            assert!(!error.contains("hunter2"), "{bad}: password shown: {error}");
+            assert!(
+                error.contains("redis+sentinel://") || error.contains("sentinel_password"),
+                "{bad}: says what to write: {error}"
+            );
+        }
+    }
+}
