@@ -11,6 +11,7 @@
 //! wait_for_failover(p)   the sentinels promote the replica; its port
 //! bring_back(p)          the killed node returns, as a replica of the new primary
 //! stop_replica()         the replica is killed; the primary keeps serving
+//! pause_replica()        SIGSTOP: the replica falls behind until resume(pid)
 //! start_replica()        it returns, as a replica again
 //! ```
 //!
@@ -37,9 +38,12 @@ use crate::server::Server;
 
 /// How long the sentinels wait for a silent primary before calling it down
 /// (`down-after-milliseconds`): short, so a failover takes seconds, and
-/// still ten times Sentinel's own timer, so a busy machine does not fail
-/// over a healthy primary.
-pub const DOWN_AFTER: Duration = Duration::from_millis(500);
+/// more than twice Sentinel's one-second reconnect throttle. A sentinel
+/// whose first connection to a freshly promoted primary fails retries only
+/// a second later; with 500 ms or 1 s here, that alone made one failover
+/// in a few dozen call the new primary down and promote the empty node
+/// just brought back.
+pub const DOWN_AFTER: Duration = Duration::from_millis(2500);
 
 /// Sentinel's `failover-timeout`: also how soon a failed election is
 /// tried again (twice this).
@@ -262,6 +266,26 @@ impl Sentinels {
         let replica = self.replica_port()?;
         self.kill(replica)?;
         Ok(replica)
+    }
+
+    /// Pauses the replica with `SIGSTOP`: it reads nothing from its link
+    /// and answers nobody until [`resume`](Sentinels::resume) (the
+    /// sentinels call it down only after [`DOWN_AFTER`]). Returns its pid.
+    pub fn pause_replica(&self) -> io::Result<u32> {
+        let replica = self.replica_port()?;
+        let info = self.data_command(replica, &["INFO", "server"])?;
+        let pid = info
+            .lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+            .ok_or_else(|| io::Error::other(format!("no process_id in INFO: {info}")))?;
+        signal(pid, "-STOP")?;
+        Ok(pid)
+    }
+
+    /// Resumes a node paused by [`pause_replica`](Sentinels::pause_replica).
+    pub fn resume(&self, pid: u32) -> io::Result<()> {
+        signal(pid, "-CONT")
     }
 
     /// Brings back the stopped replica (as [`bring_back`] does).
@@ -599,6 +623,18 @@ fn query<T: FromRedisValue>(port: u16, password: Option<&str>, cmd: &redis::Cmd)
         .set_write_timeout(Some(QUERY_TIMEOUT))
         .map_err(io::Error::other)?;
     cmd.query(&mut connection).map_err(io::Error::other)
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to the process `pid`.
+fn signal(pid: u32, signal: &str) -> io::Result<()> {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("kill {signal} {pid}: {status}")))
+    }
 }
 
 /// The `redis+sentinel://` URL of the group shared by this test binary, or

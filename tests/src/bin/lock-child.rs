@@ -24,6 +24,9 @@
 //!     Tries the lock once without waiting and prints `none` or `got`; then
 //!     (if it did not get it) waits up to 60 s and prints `got <unix-us>`,
 //!     the wall-clock microsecond it got the lock.
+//! lock-child try-fenced <store-url> <prefix> <lock-name> <ttl-ms>
+//!     Tries the fenced lock once, without waiting: prints `none`, or
+//!     `got <fencing token>` after releasing it.
 //! lock-child hold <store-url> <prefix> <lock-name> <ttl-ms>
 //!     Takes the lock, prints `held`, then sleeps until killed.
 //! lock-child schedule <redis-url> <prefix> <start-unix-ms> <period-ms> <slots> <lag-ms> <list-key>
@@ -39,7 +42,7 @@
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
 //! ```
 //!
-//! A `<store-url>` is `redis://...`, `memcache://...`, `postgres://...`
+//! A `<store-url>` is `redis://...` (or `redis+sentinel://...`), `memcache://...`, `postgres://...`
 //! (the PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`) or etcd's
 //! client URLs, `http://...[,http://...]`.
 //!
@@ -114,6 +117,10 @@ async fn run(args: &[String]) -> Result<String, String> {
             fence_file(url, prefix, name, path, count).await
         }
         [mode, url, prefix, name] if mode == "probe-wait" => probe_wait(url, prefix, name).await,
+        [mode, url, prefix, name, ttl_ms] if mode == "try-fenced" => {
+            let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
+            try_fenced(url, prefix, name, Duration::from_millis(ttl_ms)).await
+        }
         [mode, url, prefix, name, ttl_ms] if mode == "hold" => {
             let ttl_ms: u64 = ttl_ms.parse().map_err(|e| format!("ttl: {e}"))?;
             hold(url, prefix, name, Duration::from_millis(ttl_ms)).await
@@ -416,6 +423,23 @@ where
 
 fn fail(e: redis::RedisError) -> lock_core::Error {
     lock_core::Error::store("update the counter under", "test counter", e)
+}
+
+/// One fenced attempt, no waiting: `none`, or `got <fence>` once released.
+async fn try_fenced(url: &str, prefix: &str, name: &str, ttl: Duration) -> Result<String, String> {
+    let locks = manager(url, prefix).await?;
+    let Some(guard) = locks
+        .lock(name, ttl)
+        .fenced()
+        .acquire()
+        .await
+        .map_err(|e| format!("acquire: {e}"))?
+    else {
+        return Ok("none".to_owned());
+    };
+    let fence = guard.fence().ok_or("a fenced lock came without a token")?;
+    guard.release().await.map_err(|e| format!("release: {e}"))?;
+    Ok(format!("got {fence}"))
 }
 
 async fn hold(url: &str, prefix: &str, name: &str, ttl: Duration) -> Result<String, String> {

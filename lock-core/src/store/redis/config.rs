@@ -104,8 +104,9 @@ impl RedisConfig {
     /// that acknowledged can still lose the write in a later failure (it
     /// keeps it in memory, and Sentinel may promote another replica), and a
     /// holder paused past its TTL still overruns it. Fencing tokens, and
-    /// the etcd store, are the stronger answers. The RedisStore docs say
-    /// what the failover tests measured.
+    /// the etcd store, are the stronger answers. The
+    /// [`RedisStore`](crate::RedisStore#redis-with-replicas) docs say what
+    /// the failover tests measured.
     ///
     /// Each such call may take up to `timeout` longer than
     /// [`timeout`](RedisConfig::timeout): its time bound is the two added.

@@ -269,6 +269,8 @@ struct Inner {
 struct Primary {
     connection: MultiplexedConnection,
     generation: u64,
+    /// The node it reaches, as the sentinels named it.
+    addr: ConnectionAddr,
 }
 
 impl SentinelConnection {
@@ -306,8 +308,22 @@ impl SentinelConnection {
     /// [`primary`](Self::primary): the redis crate's discovery is a deep
     /// state machine, and nested into the store's own futures it overflows
     /// the compiler's query depth in the crates that call them.
+    ///
+    /// When the sentinels name another node than the one the command
+    /// connection reaches, that connection is dropped too: the subscription
+    /// is lost and found again exactly when the primary fails over, and a
+    /// waiter it then wakes retries at once, on the new primary, instead of
+    /// spending its retry finding the old connection dead.
     pub(super) fn primary_client(&self) -> BoxFuture<'_, RedisResult<Client>> {
-        Box::pin(async move { self.inner.client.lock().await.async_get_client().await })
+        Box::pin(async move {
+            let client = self.inner.client.lock().await.async_get_client().await?;
+            let named = client.get_connection_info().addr();
+            let mut slot = self.slot();
+            if slot.as_ref().is_some_and(|current| &current.addr != named) {
+                *slot = None;
+            }
+            Ok(client)
+        })
     }
 
     /// The connection to the primary, found through the sentinels when
@@ -321,14 +337,16 @@ impl SentinelConnection {
         if let Some(primary) = self.current() {
             return Ok(primary);
         }
-        let discovery: BoxFuture<'_, RedisResult<MultiplexedConnection>> = Box::pin(async {
-            client
-                .async_get_client()
-                .await?
-                .get_multiplexed_async_connection_with_config(&self.inner.config)
-                .await
-        });
-        let connection = discovery.await?;
+        let discovery: BoxFuture<'_, RedisResult<(MultiplexedConnection, ConnectionAddr)>> =
+            Box::pin(async {
+                let client = client.async_get_client().await?;
+                let addr = client.get_connection_info().addr().clone();
+                let connection = client
+                    .get_multiplexed_async_connection_with_config(&self.inner.config)
+                    .await?;
+                Ok((connection, addr))
+            });
+        let (connection, addr) = discovery.await?;
         let generation = 1 + self
             .inner
             .generations
@@ -336,6 +354,7 @@ impl SentinelConnection {
         let primary = Primary {
             connection,
             generation,
+            addr,
         };
         *self.slot() = Some(primary.clone());
         Ok(primary)
@@ -368,6 +387,7 @@ impl SentinelConnection {
         let Primary {
             connection,
             generation,
+            ..
         } = self.primary().await?;
         let pending = Pending {
             connection: self,
