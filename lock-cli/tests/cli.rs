@@ -1,6 +1,7 @@
 //! The `locks` binary end to end: this process holds locks through the
-//! library, the binary runs against the same Redis (one server, then a
-//! cluster), and its output and exit codes are checked.
+//! library, the binary runs against the same Redis (one server, a cluster,
+//! and a primary behind Sentinel), and its output and exit codes are
+//! checked.
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -283,4 +284,18 @@ fn every_help_text_explains_itself_with_an_example() {
             "{args:?} shows no command:\n{stdout}"
         );
     }
+}
+
+/// Behind Sentinel the operator gives the sentinels and the service, as
+/// the application does; the tool finds the primary and sees its locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_inspects_and_releases_locks_behind_sentinel() {
+    let Some(url) = lock_tests::sentinel::sentinel_url() else {
+        return;
+    };
+    let Some(manager) = lock_tests::sentinel::sentinel_manager().await else {
+        return;
+    };
+    harness::say(&format!("locks CLI through Sentinel at {url}"));
+    list_inspect_and_release(manager, &url).await;
 }

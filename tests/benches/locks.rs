@@ -25,6 +25,8 @@ mod etcd;
 mod memcached;
 #[path = "locks/postgres.rs"]
 mod postgres;
+#[path = "locks/sentinel.rs"]
+mod sentinel;
 use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 
@@ -186,6 +188,16 @@ fn main() {
             } else {
                 eprintln!("no PostgreSQL: its figures are missing from this run");
             }
+        }
+        if wanted("redis-replica-acks") {
+            let measured = std::thread::spawn(|| {
+                let mut measured = Vec::new();
+                sentinel::throughput(&mut measured);
+                measured
+            })
+            .join()
+            .expect("the replica-acks thread");
+            rows.extend(measured);
         }
         if !wanted("redis-throughput")
             && !wanted("redis-default-runtime")
