@@ -375,17 +375,27 @@ enum Cleanup {
     AtExit,
 }
 
-/// A Redis Cluster of primaries only, built by the harness.
+/// A Redis Cluster built by the harness: primaries, and optionally
+/// replicas of each.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// How many of `nodes`, from the first, are primaries.
+    primaries: usize,
 }
 
 impl RedisCluster {
     /// Starts `primaries` cluster-enabled servers and joins them into one
     /// cluster covering all 16384 slots.
     pub fn start(primaries: usize) -> io::Result<RedisCluster> {
-        let mut nodes = Vec::with_capacity(primaries);
-        for _ in 0..primaries {
+        Self::start_with_replicas(primaries, 0)
+    }
+
+    /// As [`start`](RedisCluster::start), with `replicas` replicas of each
+    /// primary, and waits until every replica has synced.
+    pub fn start_with_replicas(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
+        let total = primaries * (1 + replicas);
+        let mut nodes = Vec::with_capacity(total);
+        for _ in 0..total {
             let extra = vec![
                 "--cluster-enabled".to_owned(),
                 "yes".to_owned(),
@@ -400,10 +410,11 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
+        // redis-cli makes the first `primaries` addresses the primaries.
         let output = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()?;
         if !output.status.success() {
@@ -423,10 +434,48 @@ impl RedisCluster {
                 }
             })?;
         }
-        Ok(RedisCluster { nodes })
+        for node in &nodes[primaries..] {
+            wait_until(START_GUARD, || {
+                let info = command(node.port, &["INFO", "replication"])?;
+                if info.contains("master_link_status:up") {
+                    Ok(())
+                } else {
+                    Err(io::Error::other(format!(
+                        "replica {} not synced",
+                        node.port
+                    )))
+                }
+            })?;
+        }
+        Ok(RedisCluster { nodes, primaries })
     }
 
-    /// The nodes' URLs.
+    /// The primaries' ports.
+    pub fn primary_ports(&self) -> Vec<u16> {
+        self.nodes[..self.primaries]
+            .iter()
+            .map(RedisServer::port)
+            .collect()
+    }
+
+    /// The process ids of the replicas of the primary on `port`, as it
+    /// reports them (`INFO replication`).
+    pub fn replica_pids(&self, port: u16) -> io::Result<Vec<u32>> {
+        let info = command(port, &["INFO", "replication"])?;
+        let ports: Vec<u16> = info
+            .lines()
+            .filter(|line| line.starts_with("slave"))
+            .filter_map(|line| line.split(",port=").nth(1)?.split(',').next()?.parse().ok())
+            .collect();
+        Ok(self
+            .nodes
+            .iter()
+            .filter(|node| ports.contains(&node.port))
+            .map(RedisServer::pid)
+            .collect())
+    }
+
+    /// The nodes' URLs (the primaries first).
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }

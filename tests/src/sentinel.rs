@@ -34,7 +34,7 @@ use lock_core::{LockManager, RedisConfig, RedisStore};
 use redis::FromRedisValue;
 
 use crate::harness::{announce, redis_server_installed, unavailable};
-use crate::server::Server;
+use crate::server::{Server, signal};
 
 /// How long the sentinels wait for a silent primary before calling it down
 /// (`down-after-milliseconds`): short, so a failover takes seconds, and
@@ -623,18 +623,6 @@ fn query<T: FromRedisValue>(port: u16, password: Option<&str>, cmd: &redis::Cmd)
         .set_write_timeout(Some(QUERY_TIMEOUT))
         .map_err(io::Error::other)?;
     cmd.query(&mut connection).map_err(io::Error::other)
-}
-
-/// Sends `signal` (`-STOP`, `-CONT`) to the process `pid`.
-fn signal(pid: u32, signal: &str) -> io::Result<()> {
-    let status = std::process::Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!("kill {signal} {pid}: {status}")))
-    }
 }
 
 /// The `redis+sentinel://` URL of the group shared by this test binary, or

@@ -167,3 +167,15 @@ pub fn installed(program: &str) -> bool {
         .status()
         .is_ok_and(|status| status.success())
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to the process `pid`.
+pub fn signal(pid: u32, signal: &str) -> io::Result<()> {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("kill {signal} {pid}: {status}")))
+    }
+}

@@ -1,14 +1,17 @@
-//! Redis failover through Sentinel: what a lease survives when the primary
-//! dies, with and without `RedisConfig::replica_acks`.
+//! Redis with replicas: what a lease survives when the primary dies behind
+//! Sentinel, with and without `RedisConfig::replica_acks`, and where the
+//! acknowledgement comes from on a cluster.
 //!
-//! Every test starts a group of its own (one primary, one replica, three
-//! sentinels; `lock_tests::sentinel`) and kills nodes with `SIGKILL`.
+//! Every Sentinel test starts a group of its own (one primary, one replica,
+//! three sentinels; `lock_tests::sentinel`) and kills nodes with `SIGKILL`.
 
 use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager, RedisConfig, RedisStore};
 use lock_tests::children;
+use lock_tests::harness::{RedisCluster, command};
 use lock_tests::sentinel::Sentinels;
+use lock_tests::server::signal;
 
 /// Hang guard for one failover: the sentinels call the primary down after
 /// 2.5 s and elect a leader within a second or two; an election that
@@ -429,7 +432,8 @@ async fn with_the_replica_down_lease_writes_fail_as_not_replicated_and_leave_not
 
 /// A waiter blocked on a name when the primary dies must not sleep until
 /// its holder's TTL: its release subscription moves to the new primary,
-/// and the holder's release there wakes it.
+/// and the holder's release there wakes it. Meanwhile, calls fail within
+/// their bound instead of hanging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_blocked_across_a_failover_is_woken_by_the_release_on_the_new_primary() {
     let Some(mut group) = blocking(Sentinels::start) else {
@@ -466,6 +470,17 @@ async fn a_waiter_blocked_across_a_failover_is_woken_by_the_release_on_the_new_p
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let killed = blocking(|| group.kill_primary()).expect("SIGKILL the primary");
+    // While there is no primary (the sentinels call it down only after
+    // 2.5 s), a call fails within its bound, with an error that says so.
+    let started = Instant::now();
+    let during = holder.lock("probe", LEASE).holder().await;
+    let took = started.elapsed();
+    let error = during.expect_err("no primary to answer");
+    eprintln!("failover: a call with no primary failed after {took:?}: {error}");
+    assert!(
+        took < CALL_TIMEOUT + Duration::from_secs(1),
+        "bounded by RedisConfig::timeout ({took:?})"
+    );
     blocking(|| group.wait_for_failover(killed, FAILOVER_GUARD)).expect("a failover");
     // Let the waiter's subscription find the new primary before the
     // release, so the release itself must wake it.
@@ -492,4 +507,67 @@ async fn a_waiter_blocked_across_a_failover_is_woken_by_the_release_on_the_new_p
         "woken by the release, not by the TTL ({after:?} after the release; 28 s were left)"
     );
     drop(got);
+}
+
+/// On a cluster, `WAIT` must go to the primary that owns the key: only its
+/// replicas hold the lease. With the replica of one primary paused, every
+/// lease in that primary's slots must fail as not replicated and every
+/// other lease must be granted; a `WAIT` sent anywhere else would count
+/// another shard's replica and grant a lease nobody else has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_acknowledgement_comes_from_the_replica_of_the_keys_own_primary() {
+    if !lock_tests::harness::redis_server_installed() {
+        let _: Option<()> = lock_tests::harness::unavailable(
+            "the cluster replica-acks test",
+            "redis-server is not on PATH",
+        );
+        return;
+    }
+    let cluster = blocking(|| RedisCluster::start_with_replicas(3, 1))
+        .expect("a cluster of three primaries with a replica each");
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let config = RedisConfig::new()
+        .timeout(Duration::from_secs(2))
+        .replica_acks(1, Duration::from_millis(300));
+    let prefix = unique("cluster-acks");
+    let locks = LockManager::new(
+        RedisStore::cluster_with(&urls, config)
+            .await
+            .expect("connect to the cluster"),
+    )
+    .with_prefix(prefix.clone());
+    let first = cluster.primary_ports()[0];
+    let paused = blocking(|| cluster.replica_pids(first)).expect("its replica");
+    assert_eq!(paused.len(), 1, "one replica of {first}: {paused:?}");
+    blocking(|| signal(paused[0], "-STOP")).expect("SIGSTOP the replica");
+    let (mut refused, mut granted) = (0, 0);
+    for index in 0..24 {
+        let name = format!("job-{index}");
+        // The first primary answers for the key's slot, or redirects.
+        let owned = command(first, &["EXISTS", &format!("{{{prefix}{name}}}")]).is_ok();
+        let got = locks.lock(&name, LEASE).acquire().await;
+        match (owned, got) {
+            (
+                true,
+                Err(Error::NotReplicated {
+                    acked: 0,
+                    wanted: 1,
+                }),
+            ) => refused += 1,
+            (false, Ok(Some(guard))) => {
+                granted += 1;
+                guard.release().await.expect("release");
+            }
+            (owned, got) => {
+                let _ = signal(paused[0], "-CONT");
+                panic!("{name} (on the paused replica's primary: {owned}): {got:?}");
+            }
+        }
+    }
+    blocking(|| signal(paused[0], "-CONT")).expect("SIGCONT the replica");
+    assert!(
+        refused > 0 && granted > 0,
+        "the names fell on both kinds of shard: {refused} refused, {granted} granted"
+    );
 }
