@@ -1,4 +1,4 @@
-//! Leases in memcached, over its meta protocol (memcached 1.6 and later).
+//! Leases in memcached, over its meta protocol (memcached 1.6.13 and later).
 //!
 //! One job per file: [`config`] (the settings), [`client`] (a minimal
 //! meta-protocol client: why not a crate is said there), [`keys`] (key
@@ -108,8 +108,8 @@ impl MemcachedStore {
     /// # Errors
     ///
     /// [`Error::Store`] when the URL is invalid, or the server cannot be
-    /// reached or does not speak the meta protocol (memcached 1.6 or later)
-    /// within the timeout.
+    /// reached within the timeout, or is older than memcached 1.6.13 (the
+    /// first whose meta protocol has everything the store sends).
     pub async fn connect(url: &str) -> Result<MemcachedStore> {
         Self::connect_with(url, MemcachedConfig::default()).await
     }
