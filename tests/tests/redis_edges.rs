@@ -453,3 +453,94 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
         .expect("connect with no time bound");
     lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }
+
+/// A store with `replica_acks` whose replicas do not answer, on a server
+/// of the test's own (it has no replica at all), and its manager.
+async fn unacknowledged(acks: Duration) -> Option<(RedisServer, LockManager)> {
+    let server = RedisServer::start()?;
+    let config = RedisConfig::new()
+        .timeout(Duration::from_secs(1))
+        .replica_acks(1, acks);
+    let store = RedisStore::connect_with(&server.url(), config)
+        .await
+        .expect("connect");
+    Some((server, LockManager::new(store).with_prefix(unique("acks"))))
+}
+
+/// `WAIT` blocks the connection it is sent on until the replicas answer or
+/// its timeout passes. Sent on the store's shared command connection, it
+/// would hold up every other call of every task behind it: a holder read,
+/// a release, another lock's renewal. Here an acquire waits 1 s for a
+/// replica that does not exist; a read of another lock meanwhile must not
+/// wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waiting_for_replicas_holds_up_no_other_call() {
+    let Some((_server, locks)) = unacknowledged(Duration::from_secs(1)).await else {
+        return;
+    };
+    let waiting = {
+        let lock = locks.lock("acked", LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    locks
+        .lock("other", LONG)
+        .holder()
+        .await
+        .expect("read another lock");
+    let took = started.elapsed();
+    let refused = waiting.await.expect("the acquire's task");
+    assert!(
+        matches!(refused, Err(Error::NotReplicated { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        took < Duration::from_millis(500),
+        "a read of another lock waited {took:?} behind the WAIT of an acquire"
+    );
+}
+
+/// Concurrent acquires whose replicas do not answer each wait out their
+/// own ack timeout, at the same time: each fails as not replicated (not
+/// with a time-out because it queued behind the others' WAITs) and gives
+/// its lease back, so nothing is left held once they have returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_unacknowledged_acquires_each_fail_as_not_replicated_and_leave_nothing() {
+    let Some((_server, locks)) = unacknowledged(Duration::from_millis(500)).await else {
+        return;
+    };
+    let names: Vec<String> = (0..8).map(|n| format!("job-{n}")).collect();
+    let acquires: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let lock = locks.lock(name, LONG);
+            tokio::spawn(async move { lock.acquire().await })
+        })
+        .collect();
+    for (name, acquire) in names.iter().zip(acquires) {
+        let refused = acquire.await.expect("the acquire's task");
+        assert!(
+            matches!(
+                refused,
+                Err(Error::NotReplicated {
+                    acked: 0,
+                    wanted: 1
+                })
+            ),
+            "{name}: {refused:?}"
+        );
+    }
+    for name in &names {
+        let lock = locks.lock(name, LONG);
+        let mut held = true;
+        for _ in 0..20 {
+            held = lock.is_held().await.expect("is_held");
+            if !held {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!held, "{name}: a refused acquire's lease was left held");
+    }
+}

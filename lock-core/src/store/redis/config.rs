@@ -85,7 +85,8 @@ impl RedisConfig {
     /// acquire, an extend or renewal, the fencing counter), until `replicas`
     /// replicas have acknowledged it, for at most `timeout`: Redis's `WAIT`,
     /// sent right behind the write on the same connection (on a cluster, to
-    /// the node that owns the key). Off by default: a lease is granted as
+    /// the node that owns the key). Such writes use connections of their
+    /// own, so that no other call waits behind a `WAIT`. Off by default: a lease is granted as
     /// soon as the primary has it, as Redis replicates asynchronously.
     ///
     /// Without it, a primary that dies just after granting a lease may be

@@ -8,11 +8,12 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use ::redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use super::Shared;
+use super::acked::{AckedPool, Opener};
 use super::config::RedisConfig;
 use super::scripts::Scripts;
 use super::sentinel::{SentinelConnection, SentinelUrl};
@@ -149,9 +150,13 @@ pub(super) async fn single(client: Client, config: RedisConfig) -> Result<Shared
         .bound(connecting)
         .await
         .map_err(|e| connect_error(&node, e))?;
+    let own = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.timeout))
+        .set_response_timeout(None);
     start(
         Connection::Single(manager),
-        Nodes::Fixed(vec![client]),
+        Nodes::Fixed(vec![client.clone()]),
+        Opener::Single(client, own),
         vec![node],
         config,
     )
@@ -170,9 +175,11 @@ pub(super) async fn sentinel(url: &str, config: RedisConfig) -> Result<Shared> {
         .bound(connection.connected())
         .await
         .map_err(|e| connect_error(&shown, e))?;
+    let own = connection.connection_config();
     start(
         Connection::Sentinel(connection.clone()),
-        Nodes::Sentinel(connection),
+        Nodes::Sentinel(connection.clone()),
+        Opener::Sentinel(connection, own),
         vec![shown],
         config,
     )
@@ -203,6 +210,7 @@ pub(super) async fn cluster(
     start(
         Connection::Cluster(connection),
         Nodes::Fixed(subscribers),
+        Opener::Cluster(client),
         nodes,
         config,
     )
@@ -213,6 +221,7 @@ pub(super) async fn cluster(
 async fn start(
     connection: Connection,
     subscribers: Nodes,
+    opener: Opener,
     nodes: Vec<String>,
     config: RedisConfig,
 ) -> Result<Shared> {
@@ -233,6 +242,7 @@ async fn start(
     // From here the listener runs: if loading fails, dropping `shared`
     // stops it.
     let shared = Shared {
+        acked: config.acks.map(|_| AckedPool::new(opener)),
         connection,
         scripts,
         waiters,

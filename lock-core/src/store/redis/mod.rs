@@ -10,6 +10,7 @@
 //! backoff are shared with the other networked stores, in
 //! [`store::net`](crate::store).
 
+mod acked;
 mod config;
 mod connect;
 mod keys;
@@ -107,7 +108,9 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///
 /// With [`RedisConfig::replica_acks`], each acquire and extend is followed
 /// by `WAIT` in the same pipeline: still one round trip, whose answer
-/// waits for the replicas.
+/// waits for the replicas. That pipeline goes out on a connection of its
+/// own, from a small pool, since a `WAIT` holds up everything queued behind
+/// it on its connection: other calls never wait for it.
 ///
 /// # Keys and cluster slots
 ///
@@ -239,6 +242,9 @@ pub struct RedisStore {
 /// What the clones of one store share.
 struct Shared {
     connection: Connection,
+    /// Connections of their own for lease writes that wait for replicas
+    /// (with [`RedisConfig::replica_acks`] only).
+    acked: Option<acked::AckedPool>,
     scripts: Scripts,
     waiters: Arc<Waiters>,
     config: RedisConfig,
@@ -436,24 +442,36 @@ impl RedisStore {
         };
         let mut pipeline = ::redis::pipe();
         pipeline.add_command(call.clone()).add_command(wait(acks));
-        let mut connection = self.shared.connection.clone();
-        let reply = match deadline
-            .bound(pipeline.query_async::<(T, i64)>(&mut connection))
-            .await
-        {
-            Err(CallError::Store(error))
-                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
-            {
-                let reload = async {
-                    script.prepare_invoke().load_async(&mut connection).await?;
-                    pipeline.query_async::<(T, i64)>(&mut connection).await
-                };
-                deadline.bound(reload).await
-            }
-            reply => reply,
+        let written = async {
+            let mut own = self.checkout().await?;
+            let connection = own.connection();
+            let reply = match pipeline.query_async::<(T, i64)>(connection).await {
+                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    script.prepare_invoke().load_async(connection).await?;
+                    pipeline.query_async::<(T, i64)>(connection).await
+                }
+                reply => reply,
+            }?;
+            own.done();
+            Ok::<_, ::redis::RedisError>(reply)
         };
-        let (reply, acked) = reply.map_err(|e| Error::store(operation, key, e))?;
+        let (reply, acked) = deadline
+            .bound(written)
+            .await
+            .map_err(|e| Error::store(operation, key, e))?;
         Ok((reply, Some(acked_count(acked))))
+    }
+
+    /// A connection of its own for one write that waits for replicas (see
+    /// [`acked`]).
+    async fn checkout(&self) -> ::redis::RedisResult<acked::Checked<'_>> {
+        match &self.shared.acked {
+            Some(pool) => pool.checkout().await,
+            None => Err(::redis::RedisError::from((
+                ErrorKind::Client,
+                "no connections for acknowledged writes without replica_acks",
+            ))),
+        }
     }
 
     /// An error when a write that took effect (`wrote`) was acknowledged by
@@ -529,9 +547,14 @@ impl RedisStore {
         Box::pin(async move {
             let mut pipeline = ::redis::pipe();
             pipeline.add_command(set).add_command(wait(acks));
-            let mut connection = self.shared.connection.clone();
+            let written = async {
+                let mut own = self.checkout().await?;
+                let reply = pipeline.query_async(own.connection()).await?;
+                own.done();
+                Ok::<_, ::redis::RedisError>(reply)
+            };
             let (reply, acked): (Option<::redis::Value>, i64) = deadline
-                .bound(pipeline.query_async(&mut connection))
+                .bound(written)
                 .await
                 .map_err(|e| Error::store("acquire", key, e))?;
             self.replicated(reply.is_some(), Some(acked_count(acked)))?;

@@ -360,6 +360,19 @@ impl SentinelConnection {
         Ok(primary)
     }
 
+    /// How many primaries the command connection has been opened to: it
+    /// changes when the store finds a new one.
+    pub(super) fn generation(&self) -> u64 {
+        self.inner
+            .generations
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The settings of each connection to a primary.
+    pub(super) fn connection_config(&self) -> AsyncConnectionConfig {
+        self.inner.config.clone()
+    }
+
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Primary>> {
         self.inner
             .current
