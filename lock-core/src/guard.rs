@@ -186,10 +186,13 @@ impl LockGuard {
         validate_ttl(&self.key, ttl, &*self.store)?;
         let ttl = store_ttl(ttl, &*self.store);
         let sent = Instant::now();
+        // Before the request: an extend that fails or is cut off may still
+        // have taken effect, and a later give-back must keep trying for as
+        // long as the lease may then last.
+        self.longest_ttl_ms
+            .fetch_max(millis(ttl), Ordering::Relaxed);
         let extended = self.store.extend(&self.key, &self.token, ttl).await?;
         if extended {
-            self.longest_ttl_ms
-                .fetch_max(millis(ttl), Ordering::Relaxed);
             if let Some(lease) = &self.lease {
                 lease.set_deadline(local_deadline(sent, ttl, &*self.store));
             }
@@ -324,7 +327,14 @@ async fn return_lease(
     hold: Option<Duration>,
 ) -> Result<bool> {
     match hold {
-        Some(left) => store.extend(key, token, left).await,
+        // Shortening took effect on the store even when its replicas did not
+        // confirm it in time: a shorter lease needs no replica to be safe
+        // (one that missed it only keeps the longer lease), and trying again
+        // would only push the claim's end further out.
+        Some(left) => match store.extend(key, token, left).await {
+            Err(crate::Error::NotReplicated { .. }) => Ok(true),
+            shortened => shortened,
+        },
         None => store.release(key, token).await,
     }
 }
@@ -388,9 +398,11 @@ impl GiveBack {
                 key = %key,
                 "released the lock on a later try, after the store failed the first"
             ),
-            (GiveBack::FailedRelease, Ok(false)) => tracing::warn!(
+            // Either the failed release had in fact taken effect, or the
+            // lease ended first: nothing is left either way.
+            (GiveBack::FailedRelease, Ok(false)) => tracing::debug!(
                 key = %key,
-                "lock overran: its lease ended before a release the store had failed was tried again"
+                "nothing left to release on a later try: the failed release took effect after all, or the lease had ended"
             ),
             (_, Err(error)) => tracing::warn!(
                 key = %key,
@@ -450,7 +462,15 @@ pub(crate) fn give_back(
         }
         .iter();
         let mut retry = RETRY_FIRST;
+        // An `at_least` claim ends at a fixed instant: each try shortens the
+        // lease to what is left of it (and, once it has passed, releases),
+        // never to the whole hold again.
+        let hold_until = hold.and_then(|hold| Instant::now().checked_add(hold));
         let released = loop {
+            let hold = hold_until
+                .map(|until| until.saturating_duration_since(Instant::now()))
+                .filter(|left| !left.is_zero())
+                .map(|left| store_ttl(left, &*store));
             let released = return_lease(&*store, &key, &token, hold).await;
             let pause = match &released {
                 Ok(false) => match rechecks.next() {

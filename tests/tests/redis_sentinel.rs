@@ -571,3 +571,58 @@ async fn on_a_cluster_the_acknowledgement_comes_from_the_replica_of_the_keys_own
         "the names fell on both kinds of shard: {refused} refused, {granted} granted"
     );
 }
+
+/// An `at_least` claim given back early is shortened to end when the claim
+/// does. With a replica that does not acknowledge, that shortening still
+/// takes effect on the primary: it must count as done, not be tried again
+/// and again, each try pushing the claim's end out by the whole hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_at_least_claim_given_back_without_acks_still_ends_when_the_claim_does() {
+    let Some(group) = blocking(Sentinels::start) else {
+        return;
+    };
+    let config = RedisConfig::new()
+        .timeout(Duration::from_secs(1))
+        .replica_acks(1, Duration::from_millis(300));
+    let locks = LockManager::new(
+        RedisStore::connect_with(&group.url(), config)
+            .await
+            .expect("connect through the sentinels"),
+    )
+    .with_prefix(unique("at-least-acks"));
+    let lock = locks
+        .lock("report", Duration::from_secs(6))
+        .at_least(Duration::from_secs(3));
+    let taken = Instant::now();
+    let guard = lock
+        .acquire()
+        .await
+        .expect("acquire while the replica is up")
+        .expect("free");
+    let paused = blocking(|| group.pause_replica()).expect("SIGSTOP the replica");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let released = guard.release().await;
+    let held_after = lock.holder().await;
+    // The claim ends at 3 s; the lease's TTL would run to 6 s.
+    tokio::time::sleep_until((taken + Duration::from_secs(3)).into()).await;
+    let mut left = lock.holder().await;
+    while left.as_ref().is_ok_and(Option::is_some) && taken.elapsed() < Duration::from_millis(4500)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        left = lock.holder().await;
+    }
+    blocking(|| group.resume(paused)).expect("SIGCONT the replica");
+    assert!(
+        released.is_ok(),
+        "shortening the lease took effect: {released:?}"
+    );
+    assert!(
+        held_after.expect("holder").is_some(),
+        "the claim stands until its 3 s"
+    );
+    assert!(
+        left.expect("holder").is_none(),
+        "the claim ended by 4.5 s, not pushed out toward the TTL ({:?} after the acquire)",
+        taken.elapsed()
+    );
+}
