@@ -586,33 +586,21 @@ async fn an_extend_straddling_a_restart_does_not_take_over_the_new_holders_lease
 
 /// Memcached started with `-C` keeps no CAS: every item reads as CAS 0, and
 /// a delete under `C0` deletes whatever is there. A release would then
-/// compare nothing: a stale holder deletes the next holder's lease. The
-/// store must refuse to write without a CAS, and say why.
+/// compare nothing (a stale holder deletes the next holder's lease), and a
+/// store that refused only its releases would strand every lease it took.
+/// The store must refuse the server at connect, and say why.
 #[tokio::test]
-async fn a_memcached_without_cas_is_refused_rather_than_released_blindly() {
+async fn a_memcached_without_cas_is_refused_at_connect() {
     let Some(server) = memcached::start_with(&["-C"]) else {
         return;
     };
-    let locks = LockManager::new(one_connection(&memcached::url(&server)).await)
-        .with_prefix(unique("no-cas"));
-    let guard = locks
-        .lock("job", LONG)
-        .acquire()
-        .await
-        .expect("acquire")
-        .expect("the lock is free");
-    let (key, token) = (guard.key().to_owned(), guard.token().to_owned());
-    guard.keep();
-    let store = locks.store();
-    let refused = store.release(&key, &token).await;
+    let refused = MemcachedStore::connect(&memcached::url(&server)).await;
     let error = match refused {
-        Ok(released) => panic!("a release without CAS went ahead: {released}"),
+        Ok(_) => panic!("a memcached without CAS was accepted"),
         Err(error) => error.chain().to_string(),
     };
     assert!(
         error.contains("-C"),
         "the error names the setting to change: {error}"
     );
-    let extended = store.extend(&key, &token, LONG).await;
-    assert!(extended.is_err(), "an extend too: {extended:?}");
 }

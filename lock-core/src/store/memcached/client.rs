@@ -378,6 +378,7 @@ async fn connect(address: &str, timeout: Duration, session: Session) -> Result<L
             .await
             .map_err(Failure::Io)?;
         let version = supported(address, &line)?;
+        keeps_cas(address, &mut reader, &mut writer).await?;
         Ok(Link {
             reader,
             writer,
@@ -392,6 +393,51 @@ async fn connect(address: &str, timeout: Duration, session: Session) -> Result<L
             format!("could not connect to {address} within {timeout:?}"),
         )))
     })
+}
+
+/// Refuses a memcached started with `-C` (`--disable-cas`), from its
+/// `stats settings`: it gives every item CAS 0, so no release or extend
+/// could tell a lease from the next holder's. Refused at connect, before
+/// any lease is taken that could then never be given back.
+async fn keeps_cas(
+    address: &str,
+    reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+) -> Result<(), Failure> {
+    writer
+        .write_all(b"stats settings\r\n")
+        .await
+        .map_err(Failure::Io)?;
+    writer.flush().await.map_err(Failure::Io)?;
+    let mut cas_enabled = None;
+    let mut line = Vec::with_capacity(64);
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(Failure::Io)?;
+        if read == 0 {
+            return Err(Failure::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the server closed the connection during `stats settings`",
+            )));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        if text == "END" {
+            break;
+        }
+        if let Some(value) = text.strip_prefix("STAT cas_enabled ") {
+            cas_enabled = Some(value == "yes");
+        }
+    }
+    match cas_enabled {
+        Some(false) => Err(Failure::Unsupported(format!(
+            "memcached at {address} keeps no CAS values (it runs with -C or --disable-cas), so a release or extend could not tell a lease from the next holder's; run memcached without -C"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The version in the server's answer to `version`, if the store can use

@@ -173,7 +173,22 @@ impl MemcachedStore {
         commands: Vec<Command>,
         pin: Option<Session>,
     ) -> Result<Answer> {
-        self.deadline()
+        self.call_within(self.deadline(), operation, key, lease, commands, pin)
+            .await
+    }
+
+    /// [`call`](MemcachedStore::call), within `deadline` (one shared by the
+    /// steps of a call that makes several).
+    async fn call_within(
+        &self,
+        deadline: Deadline,
+        operation: &'static str,
+        key: &str,
+        lease: &str,
+        commands: Vec<Command>,
+        pin: Option<Session>,
+    ) -> Result<Answer> {
+        deadline
             .bound(self.connection(lease).call(commands, pin))
             .await
             .map_err(|e| Error::store(operation, key, e))
@@ -184,13 +199,14 @@ impl MemcachedStore {
     /// memcached's CAS counter starts again when the server restarts.
     async fn value_and_cas(
         &self,
+        deadline: Deadline,
         operation: &'static str,
         key: &str,
         lease: &str,
     ) -> Result<Option<(Vec<u8>, i64, Session)>> {
         let command = Command::new(format!("mg {lease} b v c"));
         let answer = self
-            .call(operation, key, lease, vec![command], None)
+            .call_within(deadline, operation, key, lease, vec![command], None)
             .await?;
         let session = answer.session;
         let Some(reply) = first(answer.replies) else {
@@ -209,7 +225,8 @@ impl MemcachedStore {
     /// earlier connection may name the next holder's item. When that
     /// connection has closed in between, nothing was written and the lease
     /// is read again. The write's reply, or `None` when `token` does not
-    /// hold the lease.
+    /// hold the lease. One deadline bounds the whole call, every read and
+    /// write in it.
     async fn write_if_ours(
         &self,
         operation: &'static str,
@@ -218,16 +235,17 @@ impl MemcachedStore {
         token: &str,
         write: impl Fn(i64) -> Command,
     ) -> Result<Option<Reply>> {
+        let deadline = self.deadline();
         for _ in 0..REREADS {
-            let Some((value, cas, session)) = self.value_and_cas(operation, key, lease).await?
+            let Some((value, cas, session)) =
+                self.value_and_cas(deadline, operation, key, lease).await?
             else {
                 return Ok(None);
             };
             if value != token.as_bytes() {
                 return Ok(None);
             }
-            match self
-                .deadline()
+            match deadline
                 .bound(self.connection(lease).call(vec![write(cas)], Some(session)))
                 .await
             {
