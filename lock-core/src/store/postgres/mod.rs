@@ -2,8 +2,10 @@
 //!
 //! One job per file: [`config`] (the settings), [`sql`] (the table and the
 //! one statement behind each operation), [`listen`] (the `LISTEN`
-//! connection that wakes waiters); this file is the store.
+//! connection that wakes waiters), [`checkout`] (a pooled connection that
+//! never goes back busy); this file is the store.
 
+mod checkout;
 mod config;
 mod listen;
 mod sql;
@@ -17,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 use tokio_postgres::types::{ToSql, Type};
 
+use self::checkout::Checkout;
 pub use self::config::PostgresConfig;
 use self::listen::Listener;
 use super::net::deadline::{BoxError, Deadline};
@@ -239,7 +242,10 @@ impl PostgresStore {
         };
         let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
         let setup = async {
-            let client = pool.get().await.map_err(|e| Box::new(e) as BoxError)?;
+            let client = Checkout::new(
+                pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                config.timeout,
+            );
             if config.create_table {
                 let schema = match &schema {
                     Some(schema) => format!("CREATE SCHEMA IF NOT EXISTS {schema};"),
@@ -252,13 +258,17 @@ impl PostgresStore {
                     "BEGIN; SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {schema} {} COMMIT;",
                     sql::create_tables(&leases, &fences, &sweep_index)
                 );
-                client.batch_execute(&ddl).await?;
+                let created = client.batch_execute(&ddl).await;
+                client.answered();
+                created?;
             } else {
-                client
+                let found = client
                     .batch_execute(&format!(
                         "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
                     ))
-                    .await?;
+                    .await;
+                client.answered();
+                found?;
             }
             Ok::<_, BoxError>(())
         };
@@ -316,22 +326,30 @@ impl PostgresStore {
     ) -> Result<Vec<tokio_postgres::Row>> {
         let deadline = Deadline::after(self.shared.config.timeout, "PostgresConfig::timeout");
         let call = async {
-            let client = self
-                .shared
-                .pool
-                .get()
-                .await
-                .map_err(|e| Box::new(e) as BoxError)?;
-            let rows = if self.shared.config.prepared_statements {
-                let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
-                let values: Vec<&(dyn ToSql + Sync)> =
-                    params.iter().map(|(value, _)| *value).collect();
-                let prepared = client.prepare_typed_cached(statement, &types).await?;
-                client.query(&prepared, &values).await?
-            } else {
-                client.query_typed(statement, params).await?
-            };
-            Ok::<_, BoxError>(rows)
+            let client = Checkout::new(
+                self.shared
+                    .pool
+                    .get()
+                    .await
+                    .map_err(|e| Box::new(e) as BoxError)?,
+                self.shared.config.timeout,
+            );
+            // Cut off anywhere in here (the deadline, or the caller dropping
+            // the call), `client` cancels the statement and is thrown away.
+            let answer = async {
+                if self.shared.config.prepared_statements {
+                    let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+                    let values: Vec<&(dyn ToSql + Sync)> =
+                        params.iter().map(|(value, _)| *value).collect();
+                    let prepared = client.prepare_typed_cached(statement, &types).await?;
+                    client.query(&prepared, &values).await
+                } else {
+                    client.query_typed(statement, params).await
+                }
+            }
+            .await;
+            client.answered();
+            Ok::<_, BoxError>(answer?)
         };
         deadline
             .bound(call)
@@ -404,8 +422,13 @@ async fn sweep(pool: Pool, statement: String, every: Duration, timeout: Duration
         let deadline = Deadline::after(timeout, "PostgresConfig::timeout");
         let swept = deadline
             .bound(async {
-                let client = pool.get().await.map_err(|e| Box::new(e) as BoxError)?;
-                Ok::<_, BoxError>(client.execute(statement.as_str(), &[]).await?)
+                let client = Checkout::new(
+                    pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                    timeout,
+                );
+                let swept = client.execute(statement.as_str(), &[]).await;
+                client.answered();
+                Ok::<_, BoxError>(swept?)
             })
             .await;
         match swept {

@@ -1,0 +1,211 @@
+//! `PostgresStore` at its edges, on a real PostgreSQL: statements blocked
+//! behind another session's lock, connections whose `search_path` differs,
+//! settings PostgreSQL would cut or refuse, a setup that fails on the
+//! application's own pool, and names PostgreSQL's `text` cannot hold.
+//!
+//! Time bounds are hang guards unless the bound is the behaviour under test.
+
+use std::time::Duration;
+
+use lock_core::{Error, LockManager, PostgresConfig, PostgresStore};
+use lock_tests::postgres;
+
+const LONG: Duration = Duration::from_secs(60);
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+fn unique(what: &str) -> String {
+    let id: u64 = rand::random();
+    format!("test-{what}-{id:016x}:")
+}
+
+/// A schema of this test process's own (dropped with the others once the
+/// process is gone), so a test can shape its tables freely.
+fn own_schema(what: &str) -> String {
+    format!(
+        "{}_{what}_{:08x}",
+        postgres::schema(),
+        rand::random::<u32>()
+    )
+}
+
+/// A migration that holds `LOCK TABLE` on the lease table blocks every
+/// statement behind it. Calls that time out meanwhile must not leave their
+/// statements queued on the server or on a pooled connection: once the lock
+/// goes, those statements would write leases nobody holds (the callers got
+/// errors, so no guard exists for them), and every later call handed that
+/// connection would wait behind them, for names that have nothing to do
+/// with the migration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_connection() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let timeout = Duration::from_millis(500);
+    // Statements sent whole (no prepare first), so each blocked acquire is
+    // its INSERT itself, waiting on the server for the table lock.
+    // A schema of its own: the table lock must not hold up the other tests.
+    let schema = own_schema("table_lock");
+    let config = PostgresConfig::new()
+        .schema(schema.clone())
+        .timeout(timeout)
+        .prepared_statements(false);
+    let store = PostgresStore::connect_with(&url, config)
+        .await
+        .expect("connect");
+    let prefix = unique("table-lock");
+    let locks = LockManager::new(store).with_prefix(prefix.clone());
+
+    let mut migration = postgres::client(&url).await;
+    let table = format!("\"{schema}\".lock_leases");
+    let transaction = migration.transaction().await.expect("BEGIN");
+    transaction
+        .batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        .await
+        .expect("LOCK TABLE");
+    let blocked = (0..8).map(|n| {
+        let lock = locks.lock(format!("blocked-{n}"), LONG).fenced();
+        async move { lock.acquire().await }
+    });
+    let results = tokio::time::timeout(HANG_GUARD, futures_join(blocked))
+        .await
+        .expect("every acquire returns");
+    for result in &results {
+        assert!(
+            matches!(result, Err(Error::Store { .. })),
+            "an acquire behind the table lock times out: {result:?}"
+        );
+    }
+    // Let the acquires' give-backs run into the lock too, as they would.
+    tokio::time::sleep(timeout * 2).await;
+    transaction.commit().await.expect("COMMIT");
+
+    // Every later call gets a connection that is free: none waits for a
+    // statement left behind, so each answers well inside its timeout.
+    for n in 0..8 {
+        let lock = locks.lock(format!("after-{n}"), LONG);
+        let guard = lock
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("acquire {n} after the COMMIT: {}", e.chain()))
+            .expect("free");
+        guard.release().await.expect("release");
+    }
+    // Whatever the timed-out statements did has settled by now: none of
+    // them holds a lease (no guard exists for any).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let inspect = postgres::client(&url).await;
+    let left: i64 = inspect
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {table} WHERE starts_with(name, $1) AND expires_at > clock_timestamp()"
+            ),
+            &[&format!("{prefix}blocked-")],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        left, 0,
+        "no lease is held for the acquires that timed out: nobody holds them"
+    );
+    // A fenced acquire that wins counts its name's fence up in the same
+    // statement: no counter means no timed-out acquire ever took its lease,
+    // not even for a moment after the COMMIT.
+    let fenced: i64 = inspect
+        .query_one(
+            &format!("SELECT count(*) FROM {table}_fences WHERE starts_with(name, $1)"),
+            &[&format!("{prefix}blocked-")],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        fenced, 0,
+        "no acquire cut off at its deadline ran once the table lock was gone"
+    );
+}
+
+/// Runs `futures` concurrently and collects their outputs in order.
+async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outputs.push(task.await.expect("task ran"));
+    }
+    outputs
+}
+
+/// One statement blocked on one name's row (another session holds it `FOR
+/// UPDATE`) must not hold up calls for other names: the blocked call is cut
+/// off at its deadline and its connection is not handed to the next call
+/// while still busy with it. With one pooled connection, a connection
+/// handed back busy makes the very next call, for an unrelated name, time
+/// out too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_blocked_on_one_row_does_not_hold_up_calls_for_other_names() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let prefix = unique("row-lock");
+    let holder = LockManager::new(
+        PostgresStore::connect_with(&url, postgres::config())
+            .await
+            .expect("connect"),
+    )
+    .with_prefix(prefix.clone());
+    let held = holder
+        .lock("busy", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let store = PostgresStore::connect_with(
+        &url,
+        postgres::config()
+            .pool_size(1)
+            .timeout(Duration::from_millis(500)),
+    )
+    .await
+    .expect("connect");
+    let locks = LockManager::new(store).with_prefix(prefix.clone());
+
+    let mut other = postgres::client(&url).await;
+    let table = format!("\"{}\".lock_leases", postgres::schema());
+    let transaction = other.transaction().await.expect("BEGIN");
+    let locked = transaction
+        .query(
+            &format!("SELECT 1 FROM {table} WHERE name = $1 FOR UPDATE"),
+            &[&format!("{prefix}busy")],
+        )
+        .await
+        .expect("SELECT ... FOR UPDATE");
+    assert_eq!(locked.len(), 1, "the held name's row is locked");
+
+    let blocked = tokio::time::timeout(HANG_GUARD, locks.lock("busy", LONG).acquire())
+        .await
+        .expect("returns");
+    assert!(
+        matches!(blocked, Err(Error::Store { .. })),
+        "the acquire behind the row lock times out: {blocked:?}"
+    );
+    for n in 0..3 {
+        let unrelated =
+            tokio::time::timeout(HANG_GUARD, locks.lock(format!("free-{n}"), LONG).acquire())
+                .await
+                .expect("returns")
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "an acquire of an unrelated name while the row stays locked: {}",
+                        e.chain()
+                    )
+                })
+                .expect("free");
+        unrelated.release().await.expect("release");
+    }
+    transaction.rollback().await.expect("ROLLBACK");
+    held.release().await.expect("release");
+}
