@@ -209,3 +209,73 @@ async fn a_call_blocked_on_one_row_does_not_hold_up_calls_for_other_names() {
     transaction.rollback().await.expect("ROLLBACK");
     held.release().await.expect("release");
 }
+
+/// Without `schema`, the table must be the same one for every pooled
+/// connection, whatever each connection's `search_path` says (an
+/// application pool that sets it per connection, PgBouncer in transaction
+/// mode handing out server sessions of several clients). Otherwise
+/// connections that resolve the bare table name differently lease one name
+/// in two tables: two holders at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_with_different_search_paths_lease_a_name_in_one_table() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let schemas = [own_schema("path_a"), own_schema("path_b")];
+    for schema in &schemas {
+        // Each schema gets a lease table of its own.
+        PostgresStore::connect_with(&url, PostgresConfig::new().schema(schema.clone()))
+            .await
+            .expect("create the tables in one schema");
+    }
+    let opened = Arc::new(AtomicUsize::new(0));
+    let paths = schemas.clone();
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        url.parse().expect("url"),
+        tokio_postgres::NoTls,
+    ))
+    .max_size(4)
+    .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+        // Connections alternate between the two schemas.
+        let path = paths[opened.fetch_add(1, Ordering::SeqCst) % 2].clone();
+        Box::pin(async move {
+            client
+                .batch_execute(&format!("SET search_path TO \"{path}\""))
+                .await
+                .map_err(deadpool_postgres::HookError::Backend)
+        })
+    }))
+    .build()
+    .expect("pool");
+    let store = PostgresStore::from_pool(pool.clone(), &url, PostgresConfig::new())
+        .await
+        .expect("store over the pool");
+    let locks = LockManager::new(store).with_prefix(unique("search-path"));
+    let tries = (0..16).map(|_| {
+        let lock = locks.lock("one-name", LONG);
+        async move { lock.acquire().await }
+    });
+    let tasks: Vec<_> = tries.map(tokio::spawn).collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let got = tokio::time::timeout(HANG_GUARD, task)
+            .await
+            .expect("returns")
+            .expect("task ran")
+            .expect("acquire");
+        winners.extend(got);
+    }
+    assert!(
+        pool.status().size >= 2,
+        "both search paths were in use: {:?}",
+        pool.status()
+    );
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one of 16 concurrent acquires of one name wins"
+    );
+}

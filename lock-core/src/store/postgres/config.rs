@@ -47,15 +47,22 @@ impl Default for PostgresConfig {
 }
 
 impl PostgresConfig {
-    /// The defaults: table `lock_leases` in the connection's default schema,
+    /// The defaults: table `lock_leases` in the connection's current schema,
     /// created if missing, a 3 s timeout, 4 connections, channel
     /// `lock_core_released`, a sweep every minute, prepared statements.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The schema of the lease table (default: the connection's
-    /// `search_path`). A plain identifier: letters, digits and `_`.
+    /// The schema of the lease table. A plain identifier: letters, digits
+    /// and `_`.
+    ///
+    /// Without it, the store asks its first connection for the schema its
+    /// `search_path` resolves to (`current_schema()`), once, when it is set
+    /// up, and names that schema in every statement: connections of one
+    /// pool whose `search_path`s differ (set per connection by an
+    /// application, or PgBouncer in transaction mode handing out other
+    /// clients' sessions) still lease each name in one table.
     pub fn schema(self, schema: impl Into<String>) -> Self {
         PostgresConfig {
             schema: Some(schema.into()),

@@ -221,15 +221,67 @@ impl PostgresStore {
             named("_fences").map_err(invalid)?,
             named("_sweep").map_err(invalid)?,
         );
-        let schema = match &config.schema {
+        let configured = match &config.schema {
             Some(schema) => Some(sql::identifier(schema).map_err(invalid)?),
             None => None,
         };
-        let qualified = |table: &str| match &schema {
-            Some(schema) => format!("{schema}.{table}"),
-            None => table.to_owned(),
+        let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
+        let setup = async {
+            let client = Checkout::new(
+                pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                config.timeout,
+            );
+            let done = async {
+                // Without a configured schema, the one this connection's
+                // `search_path` resolves to, read once and written into
+                // every statement: connections whose `search_path` differs
+                // (an application's pool, PgBouncer handing out other
+                // clients' sessions) must not see two tables.
+                let schema = match &configured {
+                    Some(schema) => schema.clone(),
+                    None => {
+                        let row = client.query_one("SELECT current_schema()", &[]).await?;
+                        let current: Option<String> = row.try_get(0)?;
+                        let Some(current) = current else {
+                            return Err::<_, BoxError>(
+                                "the connection's search_path names no schema that exists, so the lease table has none to live in; set PostgresConfig::schema"
+                                    .into(),
+                            );
+                        };
+                        sql::quoted(&current)
+                    }
+                };
+                let (leases, fences) = (format!("{schema}.{leases}"), format!("{schema}.{fences}"));
+                if config.create_table {
+                    let create_schema = match &configured {
+                        Some(schema) => format!("CREATE SCHEMA IF NOT EXISTS {schema};"),
+                        None => String::new(),
+                    };
+                    // Under a transaction-level advisory lock: two processes
+                    // creating the tables at once can otherwise collide in
+                    // the catalog even with IF NOT EXISTS.
+                    let ddl = format!(
+                        "BEGIN; SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {} COMMIT;",
+                        sql::create_tables(&leases, &fences, &sweep_index)
+                    );
+                    client.batch_execute(&ddl).await?;
+                } else {
+                    client
+                        .batch_execute(&format!(
+                            "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
+                        ))
+                        .await?;
+                }
+                Ok((leases, fences))
+            }
+            .await;
+            client.answered();
+            done
         };
-        let (leases, fences) = (qualified(&leases), qualified(&fences));
+        let (leases, fences) = deadline
+            .bound(setup)
+            .await
+            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
         let statements = Statements {
             acquire: [false, true].map(|fenced| {
                 [false, true].map(|waiting| sql::acquire(&leases, &fences, fenced, waiting))
@@ -240,42 +292,6 @@ impl PostgresStore {
             list: sql::list(&leases),
             sweep: sql::sweep(&leases),
         };
-        let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
-        let setup = async {
-            let client = Checkout::new(
-                pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
-                config.timeout,
-            );
-            if config.create_table {
-                let schema = match &schema {
-                    Some(schema) => format!("CREATE SCHEMA IF NOT EXISTS {schema};"),
-                    None => String::new(),
-                };
-                // Under a transaction-level advisory lock: two processes
-                // creating the tables at once can otherwise collide in the
-                // catalog even with IF NOT EXISTS.
-                let ddl = format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {schema} {} COMMIT;",
-                    sql::create_tables(&leases, &fences, &sweep_index)
-                );
-                let created = client.batch_execute(&ddl).await;
-                client.answered();
-                created?;
-            } else {
-                let found = client
-                    .batch_execute(&format!(
-                        "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
-                    ))
-                    .await;
-                client.answered();
-                found?;
-            }
-            Ok::<_, BoxError>(())
-        };
-        deadline
-            .bound(setup)
-            .await
-            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
         let waiters = Arc::new(Waiters::default());
         let listener = Listener {
             config: listen,

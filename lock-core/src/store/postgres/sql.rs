@@ -182,6 +182,12 @@ pub(super) fn identifier(name: &str) -> Result<String, String> {
     }
 }
 
+/// `name`, whatever it holds, as a quoted SQL identifier (its `"` doubled):
+/// for names the server gave, such as `current_schema()`.
+pub(super) fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +206,13 @@ mod tests {
         ] {
             assert!(identifier(bad).is_err(), "{bad:?}");
         }
+    }
+
+    // A schema the server names may hold anything, quotes included: it
+    // must come out as one identifier.
+    #[test]
+    fn any_name_is_quoted_as_one_identifier() {
+        assert_eq!(quoted("public"), "\"public\"");
+        assert_eq!(quoted("My \"odd\" schema"), "\"My \"\"odd\"\" schema\"");
     }
 }
