@@ -279,3 +279,64 @@ async fn connections_with_different_search_paths_lease_a_name_in_one_table() {
         "exactly one of 16 concurrent acquires of one name wins"
     );
 }
+
+/// PostgreSQL cuts a `LISTEN` channel name to 63 bytes but `pg_notify`
+/// refuses a longer one, and that error rolls back the release's `DELETE`
+/// exactly when someone waits. Such a channel must be refused when the
+/// store is set up, saying the limit, not fail releases later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_postgres_would_cut_is_refused_at_setup_and_the_longest_allowed_works() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let refused =
+        PostgresStore::connect_with(&url, postgres::config().channel("c".repeat(64))).await;
+    let message = match refused {
+        Ok(_) => panic!("a 64-byte channel is refused"),
+        Err(e) => e.chain().to_string(),
+    };
+    assert!(
+        message.contains("63 bytes"),
+        "the error says the limit: {message}"
+    );
+    for empty in ["", "a\0b"] {
+        assert!(
+            PostgresStore::connect_with(&url, postgres::config().channel(empty))
+                .await
+                .is_err(),
+            "channel {empty:?} is refused"
+        );
+    }
+
+    // The longest allowed channel carries a release to a waiter in another
+    // store, and the release itself goes through.
+    let channel = format!("c{:062}", rand::random::<u32>());
+    assert_eq!(channel.len(), 63);
+    let prefix = unique("channel");
+    let stores = [(); 2]
+        .map(|()| PostgresStore::connect_with(&url, postgres::config().channel(channel.clone())));
+    let [holding, waiting] = stores;
+    let holding = LockManager::new(holding.await.expect("connect")).with_prefix(prefix.clone());
+    let waiting = LockManager::new(waiting.await.expect("connect")).with_prefix(prefix);
+    let held = holding
+        .lock("job", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let waiter = {
+        let lock = waiting.lock("job", LONG).wait_for(LONG);
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        held.release().await.expect("release"),
+        "the release went through"
+    );
+    let got = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter is woken by the release, long before the 60 s TTL")
+        .expect("task ran")
+        .expect("acquire");
+    assert!(got.is_some(), "the waiter got the lock");
+}

@@ -114,6 +114,10 @@ impl PostgresConfig {
     /// The notification channel releases are announced on (default
     /// `lock_core_released`). Every process sharing the table must use the
     /// same one.
+    ///
+    /// 1 to 63 bytes, without NUL: PostgreSQL cuts a longer `LISTEN`
+    /// channel but refuses it in `pg_notify`, so connecting refuses it with
+    /// [`Error::Store`](crate::Error::Store) rather than let releases fail.
     pub fn channel(self, channel: impl Into<String>) -> Self {
         PostgresConfig {
             channel: channel.into(),

@@ -155,8 +155,54 @@ impl Listener {
 type SessionConnection =
     tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
 
+/// The longest channel name PostgreSQL keeps whole: `LISTEN` cuts a longer
+/// one to this (`NAMEDATALEN - 1`) and `pg_notify` refuses it.
+pub(super) const MAX_CHANNEL: usize = 63;
+
+/// `Ok` for a channel that `LISTEN` and `pg_notify` both take as it is, or
+/// why not and what to do.
+///
+/// A longer channel would be cut by `LISTEN` but refused by `pg_notify`,
+/// whose error rolls back the release's `DELETE`: every release someone
+/// waits for would fail. So it is refused when the store is set up.
+pub(super) fn check_channel(channel: &str) -> Result<(), String> {
+    if channel.is_empty() || channel.len() > MAX_CHANNEL || channel.contains('\0') {
+        return Err(format!(
+            "the notification channel {channel:?} ({} bytes) is not one PostgreSQL can both LISTEN on and notify: \
+             a channel is 1 to {MAX_CHANNEL} bytes without NUL (a longer one is cut by LISTEN and refused by \
+             pg_notify, failing releases); set PostgresConfig::channel to a shorter name, the same in every \
+             process that shares the table",
+            channel.len()
+        ));
+    }
+    Ok(())
+}
+
 /// `channel` as a quoted identifier for `LISTEN` (`pg_notify` takes it as
 /// text, so it may hold anything; quotes are doubled).
 fn quoted(channel: &str) -> String {
     format!("\"{}\"", channel.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A channel PostgreSQL would cut or refuse fails every release that
+    // someone waits for: it must be refused up front, saying the limit.
+    #[test]
+    fn channels_of_1_to_63_bytes_without_nul_are_accepted() {
+        for good in ["c", "lock_core_released", &"é".repeat(31), &"c".repeat(63)] {
+            assert!(check_channel(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            String::new(),
+            "c".repeat(64),
+            "é".repeat(32),
+            "a\0b".to_owned(),
+        ] {
+            let refused = check_channel(&bad).expect_err("refused");
+            assert!(refused.contains("63 bytes"), "says the limit: {refused}");
+        }
+    }
 }

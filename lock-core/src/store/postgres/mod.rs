@@ -221,6 +221,7 @@ impl PostgresStore {
             named("_fences").map_err(invalid)?,
             named("_sweep").map_err(invalid)?,
         );
+        listen::check_channel(&config.channel).map_err(invalid)?;
         let configured = match &config.schema {
             Some(schema) => Some(sql::identifier(schema).map_err(invalid)?),
             None => None,
