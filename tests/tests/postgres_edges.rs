@@ -340,3 +340,76 @@ async fn a_channel_postgres_would_cut_is_refused_at_setup_and_the_longest_allowe
         .expect("acquire");
     assert!(got.is_some(), "the waiter got the lock");
 }
+
+/// `from_pool` runs its setup on a connection of the application's own
+/// pool. When the setup fails, that connection goes back to the
+/// application: it must not be inside an aborted transaction (every query
+/// the application sends on it would fail) nor keep the setup's advisory
+/// lock (every later store setup on the database would wait for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_setup_leaves_the_applications_pooled_connection_clean() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    // A view where the lease table should be: `CREATE TABLE IF NOT EXISTS`
+    // skips it, and the index on it fails.
+    let schema = own_schema("view");
+    let admin = postgres::client(&url).await;
+    admin
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{schema}\"; CREATE VIEW \"{schema}\".lock_leases AS SELECT 'x'::text AS name"
+        ))
+        .await
+        .expect("the conflicting view");
+    let pool = deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        url.parse().expect("url"),
+        tokio_postgres::NoTls,
+    ))
+    .max_size(1)
+    .build()
+    .expect("pool");
+    let failed =
+        PostgresStore::from_pool(pool.clone(), &url, PostgresConfig::new().schema(schema)).await;
+    assert!(
+        matches!(failed, Err(Error::Store { .. })),
+        "the setup fails on the view: {:?}",
+        failed.map(drop)
+    );
+
+    let client = pool.get().await.expect("the application's connection");
+    let answer = client
+        .query_one("SELECT 1::int4", &[])
+        .await
+        .map(|row| row.get::<_, i32>(0));
+    assert_eq!(
+        answer.as_ref().map_err(|e| e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |db| db.message().to_owned())),
+        Ok(&1),
+        "the application's connection answers queries (not in an aborted transaction)"
+    );
+    let advisory: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .expect("count advisory locks")
+        .get(0);
+    assert_eq!(advisory, 0, "the connection holds no advisory lock");
+    let pid: i32 = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("backend pid")
+        .get(0);
+    let state: Option<String> = admin
+        .query_one("SELECT state FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .await
+        .expect("the connection's state")
+        .get(0);
+    assert_eq!(
+        state.as_deref(),
+        Some("idle"),
+        "the application's connection is not left inside a transaction"
+    );
+}

@@ -228,7 +228,7 @@ impl PostgresStore {
         };
         let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
         let setup = async {
-            let client = Checkout::new(
+            let mut client = Checkout::new(
                 pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
                 config.timeout,
             );
@@ -260,12 +260,23 @@ impl PostgresStore {
                     };
                     // Under a transaction-level advisory lock: two processes
                     // creating the tables at once can otherwise collide in
-                    // the catalog even with IF NOT EXISTS.
+                    // the catalog even with IF NOT EXISTS. A real transaction,
+                    // rolled back when a statement fails: the connection may
+                    // be the application's, and goes back to its pool
+                    // neither inside an aborted transaction nor holding the
+                    // advisory lock.
                     let ddl = format!(
-                        "BEGIN; SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {} COMMIT;",
+                        "SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {}",
                         sql::create_tables(&leases, &fences, &sweep_index)
                     );
-                    client.batch_execute(&ddl).await?;
+                    let transaction = client.transaction().await?;
+                    match transaction.batch_execute(&ddl).await {
+                        Ok(()) => transaction.commit().await?,
+                        Err(failed) => {
+                            transaction.rollback().await?;
+                            return Err(failed.into());
+                        }
+                    }
                 } else {
                     client
                         .batch_execute(&format!(
