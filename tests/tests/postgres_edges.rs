@@ -210,6 +210,69 @@ async fn a_call_blocked_on_one_row_does_not_hold_up_calls_for_other_names() {
     held.release().await.expect("release");
 }
 
+/// A caller may drop an acquire before the store's own deadline (its own
+/// `timeout`, a `select!` arm that lost). If the statement is blocked (a
+/// migration's `LOCK TABLE`), it must still be cancelled once the call's
+/// deadline passes, not left to run when the lock goes: it would take a
+/// lease for an acquire nobody waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_their_callers_dropped_behind_a_table_lock_never_run() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let timeout = Duration::from_millis(500);
+    let schema = own_schema("dropped");
+    let config = PostgresConfig::new()
+        .schema(schema.clone())
+        .timeout(timeout)
+        .prepared_statements(false);
+    let store = PostgresStore::connect_with(&url, config)
+        .await
+        .expect("connect");
+    let prefix = unique("dropped");
+    let locks = LockManager::new(store).with_prefix(prefix.clone());
+
+    let mut migration = postgres::client(&url).await;
+    let table = format!("\"{schema}\".lock_leases");
+    let transaction = migration.transaction().await.expect("BEGIN");
+    transaction
+        .batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        .await
+        .expect("LOCK TABLE");
+    for n in 0..4 {
+        let lock = locks.lock(format!("dropped-{n}"), LONG).fenced();
+        let cut = tokio::time::timeout(Duration::from_millis(100), lock.acquire()).await;
+        assert!(
+            cut.is_err(),
+            "the caller drops the blocked acquire: {cut:?}"
+        );
+    }
+    // Past the calls' deadlines, then the migration commits.
+    tokio::time::sleep(timeout * 3).await;
+    transaction.commit().await.expect("COMMIT");
+
+    let guard = tokio::time::timeout(HANG_GUARD, locks.lock("after", LONG).acquire())
+        .await
+        .expect("returns")
+        .unwrap_or_else(|e| panic!("acquire after the COMMIT: {}", e.chain()))
+        .expect("free");
+    guard.release().await.expect("release");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fenced: i64 = postgres::client(&url)
+        .await
+        .query_one(
+            &format!("SELECT count(*) FROM {table}_fences WHERE starts_with(name, $1)"),
+            &[&format!("{prefix}dropped-")],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        fenced, 0,
+        "no acquire its caller dropped ran once the table lock was gone"
+    );
+}
+
 /// Without `schema`, the table must be the same one for every pooled
 /// connection, whatever each connection's `search_path` says (an
 /// application pool that sets it per connection, PgBouncer in transaction

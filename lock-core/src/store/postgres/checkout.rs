@@ -18,38 +18,56 @@
 //! t=10    COMMIT: "a"'s INSERT runs and writes a lease nobody holds
 //! ```
 //!
-//! So a [`Checkout`] dropped before the statement answered asks the server
-//! to cancel it (the connection's cancel token, on a connection of its own)
-//! and detaches the connection from the pool, which closes it.
+//! So a [`Checkout`] dropped before its statement answered never goes
+//! back to the pool busy:
 //!
-//! The server-side `statement_timeout` and `lock_timeout` would bound such a
-//! statement too, but they are session settings: sent as a startup option,
-//! PgBouncer refuses the connection, and set with `SET` they would leak into
-//! other clients' transactions behind PgBouncer in transaction mode. The
-//! store depends on no session state, so it cancels instead.
-
+//! - cut off at its deadline (the statement is slow or blocked), it asks the
+//!   server to cancel the statement (the connection's cancel token, on a
+//!   connection of its own) and detaches the connection from the pool,
+//!   which closes it;
+//! - dropped earlier (the caller's own `timeout`, a `select!` arm that
+//!   lost), the statement may be about to answer: it keeps the connection
+//!   out of the pool until an empty query sent after it answers (one
+//!   connection answers in order), then returns it. If that takes past the
+//!   call's deadline (at most [`DRAIN_MOST`]), it cancels and detaches as
+//!   above.
+//!
+//! A cancel is only ever sent for a connection that is thrown away: it
+//! arrives at the server later than it was sent, and on a connection back
+//! in the pool it could cancel another call's statement.
+//!
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use deadpool_postgres::Object;
+use tokio::time::Instant;
 use tokio_postgres::NoTls;
 
 use crate::store::net::deadline::Deadline;
 
+/// The longest a connection whose call was dropped early waits for its
+/// statement to answer before it is cancelled and thrown away, when the
+/// call's own deadline is later (or there is none).
+pub(super) const DRAIN_MOST: Duration = Duration::from_secs(1);
+
 /// A pooled connection while a statement may be in flight on it: call
 /// [`answered`](Checkout::answered) once the statement has answered (with
-/// rows or an error); dropped before that, the statement is cancelled and
-/// the connection thrown away (see the [module docs](self)).
+/// rows or an error); dropped before that, the connection is emptied or
+/// thrown away (see the [module docs](self)).
 pub(super) struct Checkout {
     client: Option<Object>,
+    /// The call's deadline (`None`: no bound).
+    ends: Option<Instant>,
     /// How long the cancel request may take.
     timeout: Duration,
 }
 
 impl Checkout {
-    pub(super) fn new(client: Object, timeout: Duration) -> Self {
+    /// `client` for a call that ends at `ends`, under the store's `timeout`.
+    pub(super) fn new(client: Object, ends: Option<Instant>, timeout: Duration) -> Self {
         Checkout {
             client: Some(client),
+            ends,
             timeout,
         }
     }
@@ -80,26 +98,44 @@ impl Drop for Checkout {
         let Some(client) = self.client.take() else {
             return;
         };
-        let cancel = client.cancel_token();
-        // Detached from the pool: dropping it closes the connection (once
-        // the server answers the cancelled statement) instead of lending it
-        // to the next call.
-        drop(Object::take(client));
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::debug!(
                 "a PostgreSQL call was cut off outside a tokio runtime: its connection is closed, its statement not cancelled"
             );
+            drop(Object::take(client));
             return;
         };
-        let deadline = Deadline::after(self.timeout, "PostgresConfig::timeout");
+        let now = Instant::now();
+        let drained = now + DRAIN_MOST;
+        let until = self.ends.map_or(drained, |ends| ends.min(drained));
+        let timeout = self.timeout;
         runtime.spawn(async move {
-            // A cancel arriving after the statement finished is ignored by
-            // the server. Over TLS, the application's connector is not ours
-            // to use; a server that insists on TLS refuses this, and the
-            // statement runs to its end on a connection nobody will use.
-            if let Err(error) = deadline.bound(cancel.cancel_query(NoTls)).await {
-                tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
+            if until > now {
+                // Answered in order: once the empty query answers, the
+                // statement before it has too, and the connection is idle.
+                let emptied = tokio::time::timeout_at(until, client.batch_execute("")).await;
+                if matches!(emptied, Ok(Ok(()))) {
+                    return;
+                }
             }
+            cancel_and_close(client, timeout).await;
         });
+    }
+}
+
+/// Asks the server to cancel whatever `client` is running, and closes it
+/// rather than return it to the pool.
+async fn cancel_and_close(client: Object, timeout: Duration) {
+    let cancel = client.cancel_token();
+    // Detached from the pool: dropping it closes the connection (once the
+    // server answers the cancelled statement).
+    drop(Object::take(client));
+    // A cancel arriving after the statement finished is ignored by the
+    // server. Over TLS, the application's connector is not ours to use; a
+    // server that insists on TLS refuses this, and the statement runs to its
+    // end on a connection nobody will use.
+    let deadline = Deadline::after(timeout, "PostgresConfig::timeout");
+    if let Err(error) = deadline.bound(cancel.cancel_query(NoTls)).await {
+        tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
     }
 }

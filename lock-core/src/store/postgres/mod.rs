@@ -226,10 +226,11 @@ impl PostgresStore {
             Some(schema) => Some(sql::identifier(schema).map_err(invalid)?),
             None => None,
         };
-        let deadline = Deadline::after(config.timeout, "PostgresConfig::timeout");
+        let (deadline, ends) = call_deadline(config.timeout);
         let setup = async {
             let mut client = Checkout::new(
                 pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                ends,
                 config.timeout,
             );
             let done = async {
@@ -352,7 +353,7 @@ impl PostgresStore {
         statement: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<tokio_postgres::Row>> {
-        let deadline = Deadline::after(self.shared.config.timeout, "PostgresConfig::timeout");
+        let (deadline, ends) = call_deadline(self.shared.config.timeout);
         let call = async {
             let client = Checkout::new(
                 self.shared
@@ -360,6 +361,7 @@ impl PostgresStore {
                     .get()
                     .await
                     .map_err(|e| Box::new(e) as BoxError)?,
+                ends,
                 self.shared.config.timeout,
             );
             // Cut off anywhere in here (the deadline, or the caller dropping
@@ -441,17 +443,25 @@ fn shown(config: &tokio_postgres::Config) -> String {
     )
 }
 
+/// A call's deadline, `timeout` from now, and the instant it ends (`None`:
+/// no bound), for the [`Checkout`] that may outlive it.
+fn call_deadline(timeout: Duration) -> (Deadline, Option<tokio::time::Instant>) {
+    let ends = tokio::time::Instant::now().checked_add(timeout);
+    (Deadline::after(timeout, "PostgresConfig::timeout"), ends)
+}
+
 /// Deletes rows holders left behind, every `every`, for the store's life.
 async fn sweep(pool: Pool, statement: String, every: Duration, timeout: Duration) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let deadline = Deadline::after(timeout, "PostgresConfig::timeout");
+        let (deadline, ends) = call_deadline(timeout);
         let swept = deadline
             .bound(async {
                 let client = Checkout::new(
                     pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                    ends,
                     timeout,
                 );
                 let swept = client.execute(statement.as_str(), &[]).await;
