@@ -476,3 +476,80 @@ async fn a_failed_setup_leaves_the_applications_pooled_connection_clean() {
         "the application's connection is not left inside a transaction"
     );
 }
+
+/// Lock names may hold any text: a NUL byte (binary identifiers), or a
+/// long name nothing compresses (a serialized key, a list of ids). Every
+/// other store takes both; in PostgreSQL a `text` cannot hold a NUL and a
+/// primary-key entry cannot exceed about 2.7 KB, so both must still lease
+/// exclusively, be seen by `holder` and `list`, and release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_a_nul_byte_or_many_kilobytes_lease_exclusively_and_release() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let prefix = unique("odd-names");
+    let store = || PostgresStore::connect_with(&url, postgres::config());
+    let first = LockManager::new(store().await.expect("connect")).with_prefix(prefix.clone());
+    let second = LockManager::new(store().await.expect("connect")).with_prefix(prefix.clone());
+    let incompressible: String = (0..8000)
+        .map(|_| char::from(b"0123456789abcdef"[usize::from(rand::random::<u8>() % 16)]))
+        .collect();
+    let names = [
+        "job\0with-a-nul".to_owned(),
+        "job\0with-a-nul-too".to_owned(),
+        incompressible.clone(),
+        format!("{incompressible}-2"),
+    ];
+    let mut guards = Vec::new();
+    for name in &names {
+        let shown = &name[..name.len().min(24)];
+        let guard = first
+            .lock(name.as_str(), LONG)
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("acquire {shown:?}: {}", e.chain()))
+            .unwrap_or_else(|| panic!("{shown:?} is free"));
+        assert!(
+            second
+                .lock(name.as_str(), LONG)
+                .acquire()
+                .await
+                .expect("second acquire")
+                .is_none(),
+            "{shown:?} is held exclusively"
+        );
+        let holder = second
+            .lock(name.as_str(), LONG)
+            .holder()
+            .await
+            .expect("holder")
+            .unwrap_or_else(|| panic!("{shown:?} has a holder"));
+        assert_eq!(
+            holder.token(),
+            guard.token(),
+            "{shown:?}: the holder is ours"
+        );
+        guards.push(guard);
+    }
+    let listed = second.list().await.expect("list");
+    assert_eq!(
+        listed.len(),
+        names.len(),
+        "one entry per held name: {:?}",
+        listed.len()
+    );
+    for (name, guard) in names.iter().zip(guards) {
+        let shown = &name[..name.len().min(24)];
+        assert!(
+            guard.release().await.expect("release"),
+            "{shown:?} released"
+        );
+        let again = second
+            .lock(name.as_str(), LONG)
+            .acquire()
+            .await
+            .expect("acquire after the release")
+            .unwrap_or_else(|| panic!("{shown:?} is free after the release"));
+        again.release().await.expect("release");
+    }
+}

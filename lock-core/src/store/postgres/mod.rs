@@ -3,11 +3,13 @@
 //! One job per file: [`config`] (the settings), [`sql`] (the table and the
 //! one statement behind each operation), [`listen`] (the `LISTEN`
 //! connection that wakes waiters), [`checkout`] (a pooled connection that
-//! never goes back busy); this file is the store.
+//! never goes back busy), [`names`] (the row name of any lock name); this
+//! file is the store.
 
 mod checkout;
 mod config;
 mod listen;
+mod names;
 mod sql;
 
 use std::fmt;
@@ -100,6 +102,16 @@ const MAX_PAYLOAD: usize = 7000;
 /// [`PostgresConfig::sweep_every`] once it has expired. Fencing counters
 /// live apart, one row per name that ever asked for a token, and are never
 /// deleted, so a name's tokens only ever grow.
+///
+/// # Any name
+///
+/// A PostgreSQL `text` cannot hold a NUL byte, and a primary-key entry
+/// cannot exceed about 2.7 KB, so a name with a NUL byte, over 2 KB, or
+/// holding `\u{1}sha256:` is kept under its first bytes (up to the NUL, at
+/// most 1 KB) followed by `\u{1}sha256:` and the SHA-256 of the whole name.
+/// Such a name leases, releases and reports its holder like any other;
+/// [`list`](LockStore::list) shows it in that form, and its release wakes
+/// every waiter of each listening process (the `NOTIFY` cannot carry it).
 ///
 /// # Waiting without polling
 ///
@@ -389,14 +401,21 @@ impl PostgresStore {
 
     /// Release, or force-release when `token` is `None`.
     async fn free(&self, operation: &'static str, key: &str, token: Option<&str>) -> Result<bool> {
-        let payload = if key.len() <= MAX_PAYLOAD { key } else { "" };
+        let stored = names::stored(key);
+        // Waiters know the name, not its row name: a name kept as a hash
+        // (or too long to send) wakes every waiter of each process instead.
+        let payload = if names::is_raw(key) && key.len() <= MAX_PAYLOAD {
+            key
+        } else {
+            ""
+        };
         let rows = self
             .query(
                 operation,
                 key,
                 &self.shared.statements.release,
                 &[
-                    (&key, Type::TEXT),
+                    (&&*stored, Type::TEXT),
                     (&token, Type::TEXT),
                     (&self.shared.config.channel, Type::TEXT),
                     (&payload, Type::TEXT),
@@ -497,6 +516,7 @@ impl LockStore for PostgresStore {
                 .wake
                 .then(|| self.shared.waiters.register(request.key));
             let holder = token::owner_of(request.token);
+            let stored = names::stored(request.key);
             let rows = self
                 .query(
                     "acquire",
@@ -504,7 +524,7 @@ impl LockStore for PostgresStore {
                     &self.shared.statements.acquire[usize::from(request.fenced)]
                         [usize::from(request.wake)],
                     &[
-                        (&request.key, Type::TEXT),
+                        (&&*stored, Type::TEXT),
                         (&request.token, Type::TEXT),
                         (&holder, Type::TEXT),
                         (&micros(request.ttl), Type::INT8),
@@ -544,13 +564,14 @@ impl LockStore for PostgresStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            let stored = names::stored(key);
             let rows = self
                 .query(
                     "extend",
                     key,
                     &self.shared.statements.extend,
                     &[
-                        (&key, Type::TEXT),
+                        (&&*stored, Type::TEXT),
                         (&token, Type::TEXT),
                         (&micros(ttl), Type::INT8),
                     ],
@@ -566,12 +587,13 @@ impl LockStore for PostgresStore {
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         Box::pin(async move {
+            let stored = names::stored(key);
             let rows = self
                 .query(
                     "read the holder of",
                     key,
                     &self.shared.statements.holder,
-                    &[(&key, Type::TEXT)],
+                    &[(&&*stored, Type::TEXT)],
                 )
                 .await?;
             let Some(row) = rows.first() else {
@@ -587,7 +609,9 @@ impl LockStore for PostgresStore {
         })
     }
 
-    /// One `SELECT`: a consistent snapshot of the lease table.
+    /// One `SELECT`: a consistent snapshot of the lease table. A name kept
+    /// as a hash (one with a NUL byte, or over 2 KB) is listed as its row
+    /// name: its first bytes, then `\u{1}sha256:` and the hash.
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
         Box::pin(async move {
             let operation = "list the locks under";
@@ -596,19 +620,22 @@ impl LockStore for PostgresStore {
                     operation,
                     prefix,
                     &self.shared.statements.list,
-                    &[(&prefix, Type::TEXT)],
+                    &[(&names::list_prefix(prefix), Type::TEXT)],
                 )
                 .await?;
             let read = |e: tokio_postgres::Error| Error::store(operation, prefix, e);
-            rows.iter()
-                .map(|row| {
-                    let name: String = row.try_get(0).map_err(read)?;
-                    let token: String = row.try_get(1).map_err(read)?;
-                    let remaining: i64 = row.try_get(2).map_err(read)?;
-                    let remaining = Duration::from_micros(remaining.max(0).unsigned_abs());
-                    Ok((name, Holder::new(token, remaining)))
-                })
-                .collect()
+            let mut listed = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let name: String = row.try_get(0).map_err(read)?;
+                if !names::listed(&name, prefix) {
+                    continue;
+                }
+                let token: String = row.try_get(1).map_err(read)?;
+                let remaining: i64 = row.try_get(2).map_err(read)?;
+                let remaining = Duration::from_micros(remaining.max(0).unsigned_abs());
+                listed.push((name, Holder::new(token, remaining)));
+            }
+            Ok(listed)
         })
     }
 

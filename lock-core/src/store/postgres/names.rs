@@ -1,0 +1,143 @@
+//! Where a lock name lives in the lease table: a row key for any name.
+//!
+//! Lock names may hold anything, but a PostgreSQL `text` cannot hold a NUL
+//! byte, and a primary-key entry cannot exceed about 2.7 KB once PostgreSQL
+//! has tried to compress it (so a long name of random characters fails
+//! where a long repetitive one passes). A store key that could fail is kept
+//! as a hash instead, the way the memcached store keeps its long keys:
+//!
+//! - a key of at most [`RAW_MAX`] bytes, with no NUL and no [`MARK`], is
+//!   the row's name as it is (every name that worked before);
+//! - any other key is its *head* (its first bytes, up to the first NUL or
+//!   [`MARK`], at most [`HEAD_MAX`] bytes) followed by [`MARK`] and the
+//!   SHA-256 of the whole key in hex.
+//!
+//! The two forms never meet (only the second holds [`MARK`]), and two keys
+//! share a hashed name only if they collide under SHA-256, which is not a
+//! practical concern. The head keeps the key's prefix, so `list` still finds
+//! such a name under its manager's prefix, and shows it as the hashed form:
+//! the whole name is not kept.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use sha2::{Digest, Sha256};
+
+/// The longest key kept as it is: well inside the roughly 2,700 bytes a
+/// primary-key entry may take, whatever its bytes.
+pub(super) const RAW_MAX: usize = 2048;
+
+/// The most of a hashed key's head that is kept.
+pub(super) const HEAD_MAX: usize = 1024;
+
+/// What separates a hashed key's head from its hash. A key holding it is
+/// hashed too, so no key kept as it is can look like a hashed one.
+pub(super) const MARK: &str = "\u{1}sha256:";
+
+/// The row name of `key`.
+pub(super) fn stored(key: &str) -> Cow<'_, str> {
+    if is_raw(key) {
+        return Cow::Borrowed(key);
+    }
+    let mut name = String::with_capacity(HEAD_MAX + MARK.len() + 64);
+    name.push_str(head(key));
+    name.push_str(MARK);
+    for byte in Sha256::digest(key.as_bytes()) {
+        let _ = write!(name, "{byte:02x}");
+    }
+    Cow::Owned(name)
+}
+
+/// Whether `key` is kept as it is.
+pub(super) fn is_raw(key: &str) -> bool {
+    key.len() <= RAW_MAX && !key.contains('\0') && !key.contains(MARK)
+}
+
+/// What `list(prefix)` asks the table for: names starting with this.
+pub(super) fn list_prefix(prefix: &str) -> &str {
+    if is_raw(prefix) { prefix } else { head(prefix) }
+}
+
+/// Whether the row `name` belongs in `list(prefix)`. A name kept as it is
+/// must start with `prefix`; a hashed one, whose head is all that is kept,
+/// is listed when its head starts with `prefix`, or when `prefix` goes on
+/// past its head (the rest cannot be told).
+pub(super) fn listed(name: &str, prefix: &str) -> bool {
+    match name.find(MARK) {
+        None => name.starts_with(prefix),
+        Some(end) => {
+            let head = &name[..end];
+            head.starts_with(prefix) || prefix.starts_with(head)
+        }
+    }
+}
+
+/// The first bytes of `key`: up to its first NUL or [`MARK`], at most
+/// [`HEAD_MAX`] bytes, on a character boundary.
+fn head(key: &str) -> &str {
+    let mut end = key.find(['\0']).unwrap_or(key.len());
+    if let Some(mark) = key.find(MARK) {
+        end = end.min(mark);
+    }
+    end = end.min(HEAD_MAX);
+    while !key.is_char_boundary(end) {
+        end -= 1;
+    }
+    &key[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Names that always worked keep their rows; any other name must make a
+    // row name PostgreSQL takes, distinct for distinct names, or two locks
+    // would be one.
+    #[test]
+    fn every_name_makes_a_storable_row_name_and_distinct_names_distinct_ones() {
+        let long = "x".repeat(RAW_MAX);
+        let names = [
+            "lock:a".to_owned(),
+            "lock:with space\nand ünïcödé".to_owned(),
+            long.clone(),
+            format!("{long}y"),
+            format!("{long}z"),
+            "job\0a".to_owned(),
+            "job\0b".to_owned(),
+            format!("job{MARK}{}", "0".repeat(64)),
+            format!("job{MARK}{}", "1".repeat(64)),
+            "é".repeat(HEAD_MAX),
+        ];
+        let stored: std::collections::HashSet<String> =
+            names.iter().map(|name| stored(name).into_owned()).collect();
+        assert_eq!(stored.len(), names.len(), "one row name per name");
+        for name in &stored {
+            assert!(!name.contains('\0'), "no NUL: {name:?}");
+            assert!(name.len() <= RAW_MAX, "{} bytes", name.len());
+        }
+        assert_eq!(stored_of("lock:a"), "lock:a", "kept as it is");
+        assert_eq!(stored_of(&long), long, "kept as it is up to RAW_MAX");
+        assert!(stored_of("job\0a").starts_with(&format!("job{MARK}")));
+        let hashed = stored_of(&"é".repeat(HEAD_MAX));
+        assert!(hashed.starts_with("é"), "cut on a character boundary");
+    }
+
+    // A manager's list asks for its prefix: a hashed name must still be
+    // found under it, and a name under another prefix must not.
+    #[test]
+    fn hashed_names_are_listed_under_the_prefixes_their_heads_keep() {
+        let binary = stored_of("app:job\0id");
+        assert!(listed(&binary, "app:"));
+        assert!(listed(&binary, ""));
+        assert!(!listed(&binary, "other:"));
+        assert!(listed("app:plain", "app:"));
+        assert!(!listed("other:plain", "app:"));
+        assert_eq!(list_prefix("app:"), "app:");
+        assert_eq!(list_prefix("app\0:"), "app");
+        assert!(listed(&binary, list_prefix("app:job\0")));
+    }
+
+    fn stored_of(key: &str) -> String {
+        stored(key).into_owned()
+    }
+}
