@@ -130,6 +130,17 @@ const MAX_PAYLOAD: usize = 7000;
 /// store or the database. A failover to an asynchronous replica that had
 /// not received a fresh lease can let a second holder in, as it would lose
 /// any other committed row; synchronous replication closes that.
+///
+/// Leases are timed by the primary's wall clock (`clock_timestamp()`; SQL
+/// has no monotonic clock to read). When that clock steps forward (an NTP
+/// correction that steps rather than slews, a virtual machine resumed from
+/// a pause, an operator setting the time), every lease in the table ends
+/// early by the size of the step, so a second holder can get in while the
+/// first still runs; a step back lengthens leases by as much. Keep the
+/// database host's clock slewed, not stepped, while it serves (chrony's
+/// `makestep` limited to startup, for example), and keep TTLs well above
+/// any step you expect, or use [fencing tokens](LockStore::fencing) where
+/// an overlap must be caught.
 #[derive(Clone)]
 pub struct PostgresStore {
     shared: Arc<Shared>,
