@@ -126,9 +126,9 @@ async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_conne
 }
 
 /// Runs `futures` concurrently and collects their outputs in order.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let tasks: Vec<_> = futures.map(tokio::spawn).collect();
