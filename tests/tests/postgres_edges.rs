@@ -553,3 +553,80 @@ async fn names_with_a_nul_byte_or_many_kilobytes_lease_exclusively_and_release()
         again.release().await.expect("release");
     }
 }
+
+/// A pool of connections whose hook sets `search_path` to `schema`, as an
+/// application's pool may, or as PgBouncer hands out a session another
+/// client changed.
+fn pool_on_path(url: &str, schema: String) -> deadpool_postgres::Pool {
+    deadpool_postgres::Pool::builder(deadpool_postgres::Manager::new(
+        url.parse().expect("url"),
+        tokio_postgres::NoTls,
+    ))
+    .max_size(2)
+    .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+        let path = schema.clone();
+        Box::pin(async move {
+            client
+                .batch_execute(&format!("SET search_path TO \"{path}\""))
+                .await
+                .map_err(deadpool_postgres::HookError::Backend)
+        })
+    }))
+    .build()
+    .expect("pool")
+}
+
+/// Two processes whose connections were left on different `search_path`s
+/// (each pool's hook, or a pooler's leftover session state) must still
+/// lease a name in one table: the schema is resolved from the role's and
+/// the connection's own settings, never from what a session was last SET
+/// to. Before, each store pinned the schema its first connection happened
+/// to be on, and both acquires of one name won.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_on_sessions_with_different_search_paths_share_one_table() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let schemas = [own_schema("session_a"), own_schema("session_b")];
+    let table = format!("leases_{:08x}", rand::random::<u32>());
+    let mut stores = Vec::new();
+    for schema in &schemas {
+        let admin = PostgresStore::connect_with(
+            &url,
+            PostgresConfig::new()
+                .schema(schema.clone())
+                .table(table.clone()),
+        )
+        .await
+        .expect("a lease table in each schema");
+        drop(admin);
+        let pool = pool_on_path(&url, schema.clone());
+        stores.push(
+            PostgresStore::from_pool(pool, &url, PostgresConfig::new().table(table.clone()))
+                .await
+                .expect("a store over a pool on that search_path"),
+        );
+    }
+    let prefix = unique("session-path");
+    let mut winners = 0;
+    let mut guards = Vec::new();
+    for store in stores {
+        let locks = LockManager::new(store).with_prefix(prefix.clone());
+        if let Some(guard) = locks
+            .lock("one-name", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+        {
+            winners += 1;
+            guards.push(guard);
+        }
+    }
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    assert_eq!(
+        winners, 1,
+        "one name, one holder, whatever each session's search_path"
+    );
+}

@@ -127,9 +127,10 @@ impl Drop for Checkout {
 /// rather than return it to the pool.
 async fn cancel_and_close(client: Object, timeout: Duration) {
     let cancel = client.cancel_token();
-    // Detached from the pool: dropping it closes the connection (once the
-    // server answers the cancelled statement).
-    drop(Object::take(client));
+    // Detached from the pool at once, so nobody else can take it; closed
+    // only after the cancel was sent: dropping it closes the socket, and a
+    // pooler (PgBouncer) ignores a cancel for a client that has gone.
+    let detached = Object::take(client);
     // A cancel arriving after the statement finished is ignored by the
     // server. Over TLS, the application's connector is not ours to use; a
     // server that insists on TLS refuses this, and the statement runs to its
@@ -138,4 +139,5 @@ async fn cancel_and_close(client: Object, timeout: Duration) {
     if let Err(error) = deadline.bound(cancel.cancel_query(NoTls)).await {
         tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
     }
+    drop(detached);
 }

@@ -57,12 +57,16 @@ impl PostgresConfig {
     /// The schema of the lease table. A plain identifier: letters, digits
     /// and `_`.
     ///
-    /// Without it, the store asks its first connection for the schema its
-    /// `search_path` resolves to (`current_schema()`), once, when it is set
-    /// up, and names that schema in every statement: connections of one
-    /// pool whose `search_path`s differ (set per connection by an
-    /// application, or PgBouncer in transaction mode handing out other
-    /// clients' sessions) still lease each name in one table.
+    /// Without it, the store resolves the schema once, when it is set up,
+    /// and names it in every statement: the schema that holds the lease
+    /// table on the *default* `search_path` of its role and connection (the
+    /// database's, the role's, or the connection string's `options`), else
+    /// the first schema on that path. A `search_path` SET later on a
+    /// session (by a pool's hook, or left behind by another client of
+    /// PgBouncer in transaction mode) is ignored, so every process of one
+    /// application leases each name in one table. Processes whose roles or
+    /// connection strings have different default paths must agree through
+    /// this setting.
     pub fn schema(self, schema: impl Into<String>) -> Self {
         PostgresConfig {
             schema: Some(schema.into()),

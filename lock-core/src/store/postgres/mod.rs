@@ -257,19 +257,42 @@ impl PostgresStore {
                 config.timeout,
             );
             let done = async {
-                // Without a configured schema, the one this connection's
-                // `search_path` resolves to, read once and written into
-                // every statement: connections whose `search_path` differs
-                // (an application's pool, PgBouncer handing out other
-                // clients' sessions) must not see two tables.
+                // Without a configured schema, one read once and written
+                // into every statement: connections whose `search_path`
+                // differs (an application's pool, PgBouncer handing out
+                // other clients' sessions) must not see two tables. It is
+                // read under the role's and the connection's own default
+                // `search_path` (`SET LOCAL ... TO DEFAULT`), never what the
+                // session was last SET to, so every process of one
+                // application resolves the same one: the schema that holds
+                // the lease table on that path, else the first on it.
                 let schema = match &configured {
                     Some(schema) => schema.clone(),
                     None => {
-                        let row = client.query_one("SELECT current_schema()", &[]).await?;
-                        let current: Option<String> = row.try_get(0)?;
+                        let literal = format!("'{}'", leases.replace('\'', "''"));
+                        let resolve = format!(
+                            "SELECT coalesce((SELECT n.nspname FROM pg_catalog.pg_class c \
+                             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                             WHERE c.oid = pg_catalog.to_regclass({literal})), \
+                             pg_catalog.current_schema())"
+                        );
+                        // Simple queries only: no named statement, which a
+                        // pooler in transaction mode may not keep.
+                        let transaction = client.transaction().await?;
+                        transaction
+                            .batch_execute("SET LOCAL search_path TO DEFAULT")
+                            .await?;
+                        let messages = transaction.simple_query(&resolve).await?;
+                        transaction.rollback().await?;
+                        let current = messages.iter().find_map(|message| match message {
+                            tokio_postgres::SimpleQueryMessage::Row(row) => {
+                                row.get(0).map(str::to_owned)
+                            }
+                            _ => None,
+                        });
                         let Some(current) = current else {
                             return Err::<_, BoxError>(
-                                "the connection's search_path names no schema that exists, so the lease table has none to live in; set PostgresConfig::schema"
+                                "the default search_path names no schema that exists, so the lease table has none to live in; set PostgresConfig::schema"
                                     .into(),
                             );
                         };
