@@ -34,7 +34,7 @@ use super::sentinel::SentinelConnection;
 
 /// How many idle connections the pool keeps; more are opened while more
 /// writes wait at once, and closed when they are done.
-const MAX_IDLE: usize = 16;
+const MAX_IDLE: usize = 64;
 
 /// Where new connections come from.
 pub(super) enum Opener {
