@@ -6,6 +6,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -15,13 +16,14 @@ use crate::harness::{free_port, unavailable};
 use crate::server::{Server, installed};
 
 /// The arguments of one member named `name`, on `{port}` and `{peer}`, in
-/// the cluster `initial` (`name=http://127.0.0.1:peer,...`).
-fn member_args(name: &str, initial: &str) -> Vec<String> {
+/// the cluster `initial` (`name=http://127.0.0.1:peer,...`), keeping its
+/// data in `data`.
+fn member_args(name: &str, initial: &str, data: &str) -> Vec<String> {
     [
         "--name",
         name,
         "--data-dir",
-        "{dir}/data",
+        data,
         "--listen-client-urls",
         "http://127.0.0.1:{port}",
         "--advertise-client-urls",
@@ -59,6 +61,23 @@ pub fn healthy(port: u16) -> io::Result<()> {
     } else {
         Err(io::Error::other(format!("not healthy: {reply}")))
     }
+}
+
+/// Waits (up to 30 s) until every member on `ports` reports a leader.
+fn wait_healthy(ports: &[u16]) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for port in ports {
+        loop {
+            match healthy(*port) {
+                Ok(()) => break,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(io::Error::other(format!("member on {port}: {e}")));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `http://127.0.0.1:<port>`.
@@ -119,6 +138,19 @@ pub async fn etcd_manager() -> Option<LockManager> {
 pub struct EtcdCluster {
     /// The members, in the order they were named (`m0`, `m1`...).
     pub members: Vec<Server>,
+    /// Data directories kept apart from the members' own (which a restart
+    /// empties), removed when the cluster is dropped; empty unless started
+    /// with [`start_with_or_skip`](EtcdCluster::start_with_or_skip).
+    kept: Vec<KeptData>,
+}
+
+/// A member's data directory that outlives its restarts.
+struct KeptData(PathBuf);
+
+impl Drop for KeptData {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl EtcdCluster {
@@ -134,7 +166,45 @@ impl EtcdCluster {
         Some(Self::start(size).unwrap_or_else(|e| panic!("starting etcd: {e}")))
     }
 
+    /// Starts `size` members as [`start_or_skip`](EtcdCluster::start_or_skip)
+    /// does, each with `extra` arguments after the usual ones (like
+    /// `--auth-token-ttl 5`), and with data that survives
+    /// [`restart`](EtcdCluster::restart): a restarted member still holds
+    /// its keys, leases and revisions, as after a crash or a deploy.
+    pub fn start_with_or_skip(size: usize, extra: &[&str]) -> Option<EtcdCluster> {
+        if !installed("etcd") {
+            return unavailable(
+                "a test that needs an etcd cluster of its own",
+                "etcd is not on PATH (apt-get install etcd-server)",
+            );
+        }
+        Some(Self::start_kept(size, extra).unwrap_or_else(|e| panic!("starting etcd: {e}")))
+    }
+
+    /// Kills member `index` with `SIGKILL` and starts it again on the same
+    /// ports and data, then waits until it reports a leader. Only for a
+    /// cluster from [`start_with_or_skip`](EtcdCluster::start_with_or_skip)
+    /// (the others' data is gone with the process).
+    pub fn restart(&mut self, index: usize) -> io::Result<()> {
+        assert!(
+            self.kept.len() == self.members.len(),
+            "restart keeps data only for a cluster from start_with_or_skip"
+        );
+        let member = &mut self.members[index];
+        member.restart(listening)?;
+        let port = member.port;
+        wait_healthy(&[port])
+    }
+
     fn start(size: usize) -> io::Result<EtcdCluster> {
+        Self::launch(size, &[], false)
+    }
+
+    fn start_kept(size: usize, extra: &[&str]) -> io::Result<EtcdCluster> {
+        Self::launch(size, extra, true)
+    }
+
+    fn launch(size: usize, extra: &[&str], keep: bool) -> io::Result<EtcdCluster> {
         let ports = (0..size)
             .map(|_| free_port())
             .collect::<io::Result<Vec<u16>>>()?;
@@ -145,24 +215,27 @@ impl EtcdCluster {
             .collect::<Vec<_>>()
             .join(",");
         let mut members = Vec::with_capacity(size);
+        let mut kept = Vec::new();
         for (i, port) in ports.iter().enumerate() {
-            let args = member_args(&format!("m{i}"), &initial);
+            let data = if keep {
+                let unique: u64 = rand::random();
+                let dir = std::env::temp_dir().join(format!(
+                    "lock-tests-etcd-data-{}-{port}-{unique:016x}",
+                    std::process::id()
+                ));
+                let shown = dir.to_string_lossy().into_owned();
+                kept.push(KeptData(dir));
+                shown
+            } else {
+                "{dir}/data".to_owned()
+            };
+            let mut args = member_args(&format!("m{i}"), &initial, &data);
+            args.extend(extra.iter().map(|arg| (*arg).to_owned()));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             members.push(Server::start_at(*port, "etcd", &args, listening)?);
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for port in &ports {
-            loop {
-                match healthy(*port) {
-                    Ok(()) => break,
-                    Err(e) if Instant::now() >= deadline => {
-                        return Err(io::Error::other(format!("member on {port}: {e}")));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                }
-            }
-        }
-        Ok(EtcdCluster { members })
+        wait_healthy(&ports)?;
+        Ok(EtcdCluster { members, kept })
     }
 
     /// Every member's client URL.

@@ -87,7 +87,11 @@ const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// waits for, from just after the revision at which the key was found held:
 /// a delete (a release, a force-release, or the holder's lease running out)
 /// wakes the key's waiters at once, with nothing missed between the attempt
-/// and the watch. No polling.
+/// and the watch. No polling. When the stream breaks (a member restarting,
+/// a leader change) it is opened again after a growing pause, and each
+/// watch resumes just after the last delete it delivered: waiters keep
+/// waiting through the outage instead of being woken into attempts that
+/// fail, and a release during it still wakes one.
 ///
 /// # What etcd adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
@@ -175,7 +179,8 @@ impl EtcdStore {
             .await
             .map_err(|e| Error::store("connect", shown.clone(), e))?;
         let waiters = Arc::new(Waiters::default());
-        let (watches, watch_task) = Watches::start(client.clone(), Arc::clone(&waiters));
+        let (watches, watch_task) =
+            Watches::start(client.clone(), Arc::clone(&waiters), config.timeout);
         Ok(EtcdStore {
             shared: Arc::new(Shared {
                 client,

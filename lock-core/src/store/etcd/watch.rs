@@ -5,10 +5,24 @@
 //! A waiter asks for its key to be watched from just after the revision at
 //! which it found the key held, so a delete between its attempt and the
 //! watch's creation is still delivered: etcd replays history from a start
-//! revision. Watches of keys nobody waits for any more are cancelled. When
-//! the stream breaks (a leader change, a member going away) it is opened
-//! again after a growing pause, every watch is resumed from the last
-//! revision seen, and every waiter retries once.
+//! revision. The same replay makes a broken stream harmless: when it breaks
+//! (a leader change, a member restarting) it is opened again after a growing
+//! pause, and every watch resumes just after the last delete it delivered,
+//! so nothing is missed and nobody is woken for nothing.
+//!
+//! ```text
+//! stream:  up ──── break ─ pause ─ open fails ─ pause ─ open ── up ───
+//! waiters: wait ───────────────────────────────────────────── release: one wakes
+//! ```
+//!
+//! Waking waiters at the break instead would send each of them into an
+//! attempt during the outage (an error that ends its wait) and, later, into
+//! two raft writes for a lock that is still held.
+//!
+//! Only a watch the cluster ended for one key wakes that key's waiters, and
+//! only when a delete may have been missed (its history was compacted).
+//! Watches of keys nobody waits for any more are cancelled by this task,
+//! which wakes nobody.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,8 +30,10 @@ use std::time::Duration;
 
 use etcd_client::{Client, EventType, WatchFilterType, WatchOptions, WatchResponse, WatchStream};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::store::net::backoff::Backoff;
+use crate::store::net::deadline::Deadline;
 use crate::store::net::waiters::Waiters;
 
 /// How often watches of keys nobody waits for are cancelled.
@@ -26,6 +42,8 @@ const TIDY_EVERY: Duration = Duration::from_secs(5);
 /// Bounds of the pause between attempts to open the stream again.
 const REOPEN_MIN: Duration = Duration::from_millis(50);
 const REOPEN_MAX: Duration = Duration::from_secs(1);
+/// A stream that stayed up this long was healthy: the next attempt after it
+/// ends comes after the shortest pause again.
 const HEALTHY: Duration = Duration::from_secs(10);
 
 /// Asks the watch task to watch a key.
@@ -35,13 +53,15 @@ pub(super) struct Watches {
 }
 
 impl Watches {
-    /// Starts the watch task for `client`'s cluster, waking `waiters`.
+    /// Starts the watch task for `client`'s cluster, waking `waiters`;
+    /// `timeout` bounds opening the stream.
     pub(super) fn start(
         client: Client,
         waiters: Arc<Waiters>,
+        timeout: Duration,
     ) -> (Watches, tokio::task::JoinHandle<()>) {
         let (requests, incoming) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(client, waiters, incoming));
+        let task = tokio::spawn(run(client, waiters, incoming, timeout));
         (Watches { requests }, task)
     }
 
@@ -51,137 +71,224 @@ impl Watches {
     }
 }
 
+/// Why a stream was given up.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// It broke, could not be opened, or the cluster ended a watch on it
+    /// for a reason other than compaction: open it again.
+    Broken,
+    /// The store is gone.
+    Closed,
+}
+
+/// The watch task's state across streams.
+struct Task {
+    client: Client,
+    waiters: Arc<Waiters>,
+    requests: mpsc::UnboundedReceiver<(String, i64)>,
+    timeout: Duration,
+    /// The keys to watch, each from the revision to resume it at: just
+    /// after the last delete its watch delivered, or where it was asked for.
+    wanted: HashMap<String, i64>,
+    /// The watches on the current stream, by key. A watch this task
+    /// cancels leaves this map first, so its cancellation is known for ours.
+    ids: HashMap<String, i64>,
+    /// The next watch ID: unique across streams, so an answer about an old
+    /// watch can never be taken for a new one.
+    next_id: i64,
+}
+
 async fn run(
     client: Client,
     waiters: Arc<Waiters>,
-    mut requests: mpsc::UnboundedReceiver<(String, i64)>,
+    requests: mpsc::UnboundedReceiver<(String, i64)>,
+    timeout: Duration,
 ) {
-    // The keys to watch, each from the revision to resume it at.
-    let mut wanted: HashMap<String, i64> = HashMap::new();
-    // The last revision the stream delivered.
-    let mut seen: i64 = 0;
-    let mut next_id: i64 = 1;
+    let mut task = Task {
+        client,
+        waiters,
+        requests,
+        timeout,
+        wanted: HashMap::new(),
+        ids: HashMap::new(),
+        next_id: 1,
+    };
     let mut backoff = Backoff::new(REOPEN_MIN, REOPEN_MAX, HEALTHY);
     let mut tidy = tokio::time::interval(TIDY_EVERY);
     tidy.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // No stream while nothing is wanted: an idle store holds none.
-        if wanted.is_empty() {
-            let Some((key, revision)) = requests.recv().await else {
+        if task.wanted.is_empty() {
+            let Some((key, revision)) = task.requests.recv().await else {
                 return;
             };
-            wanted.insert(key, revision);
+            task.wanted.insert(key, revision);
         }
-        let mut ids: HashMap<String, i64> = HashMap::new();
-        let up = tokio::time::Instant::now();
-        if let Some(mut stream) = open(&client, &wanted, &mut ids, &mut next_id).await {
-            serve(
-                &mut stream,
-                &waiters,
-                &mut requests,
-                &mut wanted,
-                &mut ids,
-                &mut next_id,
-                &mut seen,
-                &mut tidy,
-            )
-            .await;
+        if !task.take_requests() {
+            return;
         }
-        // The stream broke (or never opened): waiters retry once, since a
-        // delete may have gone unheard, and the keys still waited for are
-        // watched again from after the last revision delivered.
+        let up = Instant::now();
+        let ended = match task.open().await {
+            Some(mut stream) => task.serve(&mut stream, &mut tidy).await,
+            None => Ended::Broken,
+        };
+        // Every end counts, an open that failed or a stream that came up
+        // and broke at once alike: only a stream that stayed up a while
+        // brings the pause back to its minimum.
         backoff.ended_after(up.elapsed());
-        tracing::debug!("etcd watch stream lost; reopening");
-        waiters.wake_all();
-        wanted.retain(|key, _| waiters.contains(key));
-        if seen > 0 {
-            for from in wanted.values_mut() {
-                *from = (*from).min(seen + 1);
-            }
+        match ended {
+            Ended::Closed => return,
+            Ended::Broken => tracing::debug!("etcd watch stream lost; reopening"),
         }
+        // The keys still waited for resume where their watch left off; no
+        // waiter is woken, since no delete can have been missed.
+        let waiters = Arc::clone(&task.waiters);
+        task.wanted.retain(|key, _| waiters.contains(key));
+        task.ids.clear();
         tokio::time::sleep(backoff.next_pause()).await;
     }
 }
 
-/// Opens the stream with every wanted key; `None` when it cannot.
-async fn open(
-    client: &Client,
-    wanted: &HashMap<String, i64>,
-    ids: &mut HashMap<String, i64>,
-    next_id: &mut i64,
-) -> Option<WatchStream> {
-    let mut keys = wanted.iter();
-    let (key, revision) = keys.next()?;
-    let id = take(next_id);
-    let mut stream = client
-        .watch_client()
-        .watch(key.as_bytes(), Some(options(id, *revision)))
-        .await
-        .ok()?;
-    ids.insert(key.clone(), id);
-    for (key, revision) in keys {
-        let id = take(next_id);
-        stream
-            .watch(key.as_bytes(), Some(options(id, *revision)))
-            .await
-            .ok()?;
-        ids.insert(key.clone(), id);
-    }
-    Some(stream)
-}
-
-/// Serves the stream until it breaks: new keys to watch, deletes to wake
-/// waiters for, and watches nobody needs any more.
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    stream: &mut WatchStream,
-    waiters: &Waiters,
-    requests: &mut mpsc::UnboundedReceiver<(String, i64)>,
-    wanted: &mut HashMap<String, i64>,
-    ids: &mut HashMap<String, i64>,
-    next_id: &mut i64,
-    seen: &mut i64,
-    tidy: &mut tokio::time::Interval,
-) {
-    loop {
-        tokio::select! {
-            request = requests.recv() => {
-                let Some((key, revision)) = request else { return };
-                if !ids.contains_key(&key) {
-                    let id = take(next_id);
-                    if stream.watch(key.as_bytes(), Some(options(id, revision))).await.is_err() {
-                        wanted.insert(key, revision);
-                        return;
-                    }
-                    ids.insert(key.clone(), id);
-                    wanted.insert(key, revision);
+impl Task {
+    /// Moves the watches asked for meanwhile into `wanted` (a key already
+    /// wanted keeps its earlier revision); false once the store is gone.
+    fn take_requests(&mut self) -> bool {
+        loop {
+            match self.requests.try_recv() {
+                Ok((key, revision)) => {
+                    self.wanted.entry(key).or_insert(revision);
                 }
+                Err(mpsc::error::TryRecvError::Empty) => return true,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
             }
-            message = stream.message() => match message {
-                Ok(Some(response)) => handle(&response, waiters, wanted, ids, seen),
-                Ok(None) | Err(_) => return,
-            },
-            _ = tidy.tick() => {
-                let idle: Vec<String> = ids
-                    .keys()
-                    .filter(|key| !waiters.contains(key))
-                    .cloned()
-                    .collect();
-                for key in idle {
-                    wanted.remove(&key);
-                    if let Some(id) = ids.remove(&key) {
-                        let _ = stream.cancel(id).await;
+        }
+    }
+
+    fn take_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Opens the stream with every wanted key, within the store's timeout;
+    /// `None` when it cannot.
+    async fn open(&mut self) -> Option<WatchStream> {
+        let deadline = Deadline::after(self.timeout, "EtcdConfig::timeout");
+        let wanted: Vec<(String, i64)> = self
+            .wanted
+            .iter()
+            .map(|(key, revision)| (key.clone(), *revision))
+            .collect();
+        let (first, rest) = wanted.split_first()?;
+        let first_id = self.take_id();
+        let mut client = self.client.watch_client();
+        let opening = client.watch(first.0.as_bytes(), Some(options(first_id, first.1)));
+        let mut stream = match deadline.bound(opening).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, "could not open the etcd watch stream yet");
+                return None;
+            }
+        };
+        self.ids.insert(first.0.clone(), first_id);
+        for (key, revision) in rest {
+            let id = self.take_id();
+            let asked = stream.watch(key.as_bytes(), Some(options(id, *revision)));
+            deadline.bound(asked).await.ok()?;
+            self.ids.insert(key.clone(), id);
+        }
+        Some(stream)
+    }
+
+    /// Serves the stream until it ends: new keys to watch, deletes to wake
+    /// waiters for, and watches nobody needs any more.
+    async fn serve(&mut self, stream: &mut WatchStream, tidy: &mut tokio::time::Interval) -> Ended {
+        loop {
+            tokio::select! {
+                request = self.requests.recv() => {
+                    let Some((key, revision)) = request else { return Ended::Closed };
+                    if !self.ids.contains_key(&key) {
+                        self.wanted.insert(key.clone(), revision);
+                        let id = self.take_id();
+                        if stream.watch(key.as_bytes(), Some(options(id, revision))).await.is_err() {
+                            return Ended::Broken;
+                        }
+                        self.ids.insert(key, id);
+                    }
+                }
+                message = stream.message() => match message {
+                    Ok(Some(response)) => {
+                        if let Some(ended) = self.handle(&response) {
+                            return ended;
+                        }
+                    }
+                    Ok(None) | Err(_) => return Ended::Broken,
+                },
+                _ = tidy.tick() => {
+                    let idle: Vec<String> = self
+                        .ids
+                        .keys()
+                        .filter(|key| !self.waiters.contains(key))
+                        .cloned()
+                        .collect();
+                    for key in idle {
+                        self.wanted.remove(&key);
+                        // Out of `ids` first: the answer to this cancel is
+                        // then known for ours, and wakes nobody.
+                        if let Some(id) = self.ids.remove(&key) {
+                            if stream.cancel(id).await.is_err() {
+                                return Ended::Broken;
+                            }
+                        }
                     }
                 }
             }
         }
     }
-}
 
-fn take(next_id: &mut i64) -> i64 {
-    let id = *next_id;
-    *next_id += 1;
-    id
+    /// Acts on one response: wakes a waiter of each deleted key, and deals
+    /// with a watch the cluster ended. `Some` when the stream must be given
+    /// up.
+    fn handle(&mut self, response: &WatchResponse) -> Option<Ended> {
+        for event in response.events() {
+            if event.event_type() != EventType::Delete {
+                continue;
+            }
+            let Some(kv) = event.kv() else { continue };
+            let Ok(key) = std::str::from_utf8(kv.key()) else {
+                continue;
+            };
+            // A stream opened again resumes this key after this delete.
+            if let Some(from) = self.wanted.get_mut(key) {
+                *from = (*from).max(kv.mod_revision() + 1);
+            }
+            self.waiters.released(key);
+        }
+        if !response.canceled() {
+            return None;
+        }
+        let id = response.watch_id();
+        let Some(key) = self
+            .ids
+            .iter()
+            .find_map(|(key, watch)| (*watch == id).then(|| key.clone()))
+        else {
+            // One this task cancelled (its key left `ids` then): no news.
+            return None;
+        };
+        if response.compact_revision() > 0 {
+            // Its start was compacted away: a delete may have gone unheard.
+            // Its waiters retry once, and ask for a watch from a revision
+            // the cluster still has.
+            self.ids.remove(&key);
+            self.wanted.remove(&key);
+            self.waiters.wake_key(&key);
+            return None;
+        }
+        let reason = response.cancel_reason();
+        tracing::debug!(key, reason, "etcd ended a watch");
+        Some(Ended::Broken)
+    }
 }
 
 fn options(id: i64, revision: i64) -> WatchOptions {
@@ -189,40 +296,4 @@ fn options(id: i64, revision: i64) -> WatchOptions {
         .with_watch_id(id)
         .with_start_revision(revision.max(1))
         .with_filters([WatchFilterType::NoPut])
-}
-
-/// Acts on one response: wakes the waiters of deleted keys, and forgets a
-/// watch the server cancelled.
-fn handle(
-    response: &WatchResponse,
-    waiters: &Waiters,
-    wanted: &mut HashMap<String, i64>,
-    ids: &mut HashMap<String, i64>,
-    seen: &mut i64,
-) {
-    if let Some(header) = response.header() {
-        *seen = (*seen).max(header.revision());
-    }
-    for event in response.events() {
-        if event.event_type() == EventType::Delete {
-            if let Some(kv) = event.kv() {
-                if let Ok(key) = std::str::from_utf8(kv.key()) {
-                    waiters.released(key);
-                }
-            }
-        }
-    }
-    if response.canceled() {
-        // Compacted past its start, or refused: forget the watch (a waiter
-        // asks again on its next attempt) and let its waiters retry now.
-        let id = response.watch_id();
-        ids.retain(|key, watch| {
-            let keep = *watch != id;
-            if !keep {
-                wanted.remove(key);
-            }
-            keep
-        });
-        waiters.wake_all();
-    }
 }

@@ -122,8 +122,9 @@ impl Waiters {
     }
 
     /// Wakes every waiter of `key` (each retries once): used when listening
-    /// for `key` has just started, since a release may have come before.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    /// for `key` has just started, since a release may have come before, or
+    /// when listening for it ended with a release possibly unheard.
+    #[cfg_attr(not(any(feature = "redis", feature = "etcd")), allow(dead_code))]
     pub(crate) fn wake_key(&self, key: &str) {
         if let Some(notify) = self.lock().get(key) {
             notify.notify_waiters();
@@ -132,10 +133,7 @@ impl Waiters {
 
     /// Wakes every waiter: used after the subscription (re)connects, when a
     /// release may have gone unheard.
-    #[cfg_attr(
-        not(any(feature = "redis", feature = "postgres", feature = "etcd")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
     pub(crate) fn wake_all(&self) {
         for notify in self.lock().values() {
             notify.notify_waiters();

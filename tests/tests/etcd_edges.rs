@@ -1,0 +1,206 @@
+//! `EtcdStore` at its edges, each test on an etcd member of its own: a
+//! watch stream that breaks or has watches cancelled under waiters.
+//!
+//! Time bounds are hang guards, or the behaviour under test (a TTL, a wait).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{EtcdConfig, EtcdStore, LockGuard, LockManager, LockStore};
+use lock_tests::etcd::EtcdCluster;
+use lock_tests::instrumented::Instrumented;
+use tokio::time::Instant;
+
+fn unique(what: &str) -> String {
+    let id: u64 = rand::random();
+    format!("test-{what}-{id:016x}:")
+}
+
+/// Polls `check` every 100 ms until it is true or `within` has passed.
+async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Holds `name` on `locks` and starts `count` waiters for it, each waiting
+/// up to `wait`; returns the guard and the waiters once every waiter has
+/// made its first attempt (counted by `counted`).
+async fn waiters_for(
+    holder: &LockManager,
+    waiters: &LockManager,
+    counted: &Instrumented,
+    name: &str,
+    count: usize,
+    wait: Duration,
+) -> (
+    LockGuard,
+    Vec<tokio::task::JoinHandle<lock_core::Result<bool>>>,
+) {
+    let held = holder
+        .lock(name, Duration::from_secs(60))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let before = counted.acquires();
+    let tasks = (0..count)
+        .map(|_| {
+            let lock = waiters.lock(name, Duration::from_secs(60)).wait_for(wait);
+            tokio::spawn(async move {
+                let guard = lock.acquire().await?;
+                Ok(guard.is_some())
+            })
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            counted.acquires() >= before + count
+        })
+        .await,
+        "hang guard: every waiter makes its first attempt"
+    );
+    (held, tasks)
+}
+
+/// A waiter that gives up has its key's watch cancelled (within 5 s). That
+/// cancellation is no news for the waiters of other keys: waking them all
+/// sends each into an attempt (two raft writes) every few seconds, for
+/// nothing, however many waiters there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_leaving_does_not_wake_the_waiters_of_other_keys() {
+    let Some(cluster) = EtcdCluster::start_or_skip(1) else {
+        return;
+    };
+    let store = EtcdStore::connect(&cluster.urls()).await.expect("connect");
+    let prefix = unique("leaving");
+    let holder = LockManager::new(EtcdStore::connect(&cluster.urls()).await.expect("connect"))
+        .with_prefix(prefix.clone());
+    let on_a = Instrumented::new(Arc::new(store.clone()));
+    let waiters_a = LockManager::new(on_a.clone()).with_prefix(prefix.clone());
+    let (held_a, tasks) =
+        waiters_for(&holder, &waiters_a, &on_a, "a", 50, Duration::from_secs(60)).await;
+    let held_b = holder
+        .lock("b", Duration::from_secs(60))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let before = on_a.acquires();
+    let gave_up = LockManager::new(store.clone())
+        .with_prefix(prefix)
+        .lock("b", Duration::from_secs(60))
+        .wait_for(Duration::from_secs(1))
+        .acquire()
+        .await
+        .expect("a wait that ends contended");
+    assert!(gave_up.is_none(), "b is held");
+    // Two rounds of the watch tidying at least.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let spent = on_a.acquires() - before;
+    assert_eq!(
+        spent, 0,
+        "nothing happened to a: its 50 waiters must not be woken into attempts"
+    );
+    assert!(
+        tasks.iter().all(|task| !task.is_finished()),
+        "every waiter on a still waits"
+    );
+    for task in &tasks {
+        task.abort();
+    }
+    drop((held_a, held_b));
+}
+
+/// An etcd member restarts (a deploy, a crash) while 20 waiters wait for a
+/// held lock. The watch stream breaks; waking the waiters then sends them
+/// into attempts that fail during the outage, ending their waits in errors
+/// although the lock they wait for is still held. They must keep waiting,
+/// and the watch, back after the restart, must still deliver the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_keep_waiting_through_a_restart_of_the_member_and_a_release_still_wakes_one() {
+    let Some(mut cluster) = EtcdCluster::start_with_or_skip(1, &[]) else {
+        return;
+    };
+    let config = EtcdConfig::new().timeout(Duration::from_secs(2));
+    let urls = cluster.urls();
+    let connect = || EtcdStore::connect_with(&urls, config.clone());
+    let prefix = unique("restart");
+    let holder_store = connect().await.expect("connect");
+    let holder = LockManager::new(holder_store.clone()).with_prefix(prefix.clone());
+    let counted = Instrumented::new(Arc::new(connect().await.expect("connect")));
+    let waiters = LockManager::new(counted.clone()).with_prefix(prefix);
+    let (held, mut tasks) = waiters_for(
+        &holder,
+        &waiters,
+        &counted,
+        "a",
+        20,
+        Duration::from_secs(120),
+    )
+    .await;
+    let before = counted.acquires();
+    cluster.members[0].kill();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster
+        .restart(0)
+        .expect("restart the member with its data");
+    // The watch stream is opened again after its pause.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let spent = counted.acquires() - before;
+    assert!(
+        spent <= 2,
+        "the restart released nothing: its waiters must not be woken into attempts ({spent})"
+    );
+    let ended: Vec<_> = tasks.iter().filter(|task| task.is_finished()).collect();
+    assert!(
+        ended.is_empty(),
+        "{} waits ended during the restart instead of waiting on",
+        ended.len()
+    );
+    // The holder's own connection comes back on its next call.
+    let mut released = false;
+    for _ in 0..20 {
+        match holder_store.release(held.key(), held.token()).await {
+            Ok(true) => {
+                released = true;
+                break;
+            }
+            Ok(false) => panic!("the lease survived the restart and is ours"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    assert!(released, "the holder releases after the restart");
+    held.keep();
+    let woken = Instant::now();
+    let first = loop {
+        if let Some(index) = tasks.iter().position(|task| task.is_finished()) {
+            break tasks.swap_remove(index);
+        }
+        assert!(
+            woken.elapsed() < Duration::from_secs(15),
+            "the release after the restart must wake a waiter (their naps last a minute)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let outcome = first.await.expect("the waiter task");
+    assert!(
+        matches!(outcome, Ok(true)),
+        "the woken waiter holds the lock: {outcome:?}"
+    );
+    for task in &tasks {
+        task.abort();
+    }
+}
