@@ -1,5 +1,6 @@
-//! `EtcdStore` at its edges, each test on an etcd member of its own: a
-//! watch stream that breaks or has watches cancelled under waiters.
+//! `EtcdStore` at its edges, each test on an etcd member of its own: an
+//! authentication token that expires, and a watch stream that breaks or
+//! has watches cancelled under waiters.
 //!
 //! Time bounds are hang guards, or the behaviour under test (a TTL, a wait).
 
@@ -7,10 +8,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use etcd_client::{Client, Permission};
 use lock_core::{EtcdConfig, EtcdStore, LockGuard, LockManager, LockStore};
 use lock_tests::etcd::EtcdCluster;
 use lock_tests::instrumented::Instrumented;
 use tokio::time::Instant;
+
+const ROOT_PASSWORD: &str = "root-secret";
+const USER: &str = "locks";
+const PASSWORD: &str = "locks-secret";
 
 fn unique(what: &str) -> String {
     let id: u64 = rand::random();
@@ -33,6 +39,160 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A member with authentication on: a root user, and `USER` allowed to read
+/// and write every key. Simple tokens (etcd 3.4's default) live
+/// `token_ttl` seconds after their last use.
+async fn auth_member(token_ttl: u32) -> Option<EtcdCluster> {
+    let ttl = token_ttl.to_string();
+    let cluster = EtcdCluster::start_with_or_skip(
+        1,
+        &["--auth-token", "simple", "--auth-token-ttl", ttl.as_str()],
+    )?;
+    let mut client = Client::connect(cluster.urls(), None)
+        .await
+        .expect("connect to the new member");
+    client
+        .user_add("root", ROOT_PASSWORD, None)
+        .await
+        .expect("add root");
+    let _ = client.role_add("root").await;
+    client
+        .user_grant_role("root", "root")
+        .await
+        .expect("root role");
+    client.role_add(USER).await.expect("add the store's role");
+    client
+        .role_grant_permission(USER, Permission::read_write("").with_all_keys())
+        .await
+        .expect("grant every key");
+    client
+        .user_add(USER, PASSWORD, None)
+        .await
+        .expect("add the store's user");
+    client
+        .user_grant_role(USER, USER)
+        .await
+        .expect("the store's role");
+    client.auth_enable().await.expect("enable authentication");
+    Some(cluster)
+}
+
+async fn auth_store(cluster: &EtcdCluster) -> EtcdStore {
+    let config = EtcdConfig::new()
+        .timeout(Duration::from_secs(3))
+        .user(USER, PASSWORD);
+    EtcdStore::connect_with(&cluster.urls(), config)
+        .await
+        .expect("connect with the store's user")
+}
+
+/// etcd forgets a simple token once it has gone unused for
+/// `--auth-token-ttl`. A store that never authenticates again fails every
+/// call after an idle spell: new locks are refused and held ones cannot be
+/// extended, so renewing holders lose their leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authenticated_store_keeps_working_after_its_token_expires() {
+    let Some(cluster) = auth_member(5).await else {
+        return;
+    };
+    let locks = LockManager::new(auth_store(&cluster).await).with_prefix(unique("auth"));
+    let first = locks
+        .lock("first", Duration::from_secs(30))
+        .acquire()
+        .await
+        .expect("acquire with a fresh token")
+        .expect("the name is free");
+    // Idle past the token's TTL: no call from this store uses it.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let second = locks
+        .lock("second", Duration::from_secs(30))
+        .acquire()
+        .await
+        .expect("an acquire after the token expired must authenticate again, not fail");
+    assert!(second.is_some(), "the second name is free");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(
+        first
+            .extend(Duration::from_secs(30))
+            .await
+            .expect("an extend after the token expired must authenticate again, not fail"),
+        "the first lease is still ours"
+    );
+    assert!(
+        first.release().await.expect("release"),
+        "released our own lease"
+    );
+    drop(second);
+}
+
+/// A waiter's watch is created on the store's one watch stream, which
+/// carries the token it was opened with. After that token expires etcd
+/// refuses new watches on the stream (etcd 3.4 cancels them under watch ID
+/// -1, "invalid auth token"): a store that
+/// then wakes its waiters at once spins them through attempts (each two
+/// raft writes) for as long as they wait, and one that does not reopen the
+/// stream never wakes them on a release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_a_release_after_the_watch_stream_token_expired() {
+    let Some(cluster) = auth_member(3).await else {
+        return;
+    };
+    let prefix = unique("auth-watch");
+    let holder = LockManager::new(auth_store(&cluster).await).with_prefix(prefix.clone());
+    let counted = Instrumented::new(Arc::new(auth_store(&cluster).await));
+    let waiter = LockManager::new(counted.clone()).with_prefix(prefix);
+    // Opens the waiter store's watch stream while its token is fresh.
+    let early = holder
+        .lock("early", Duration::from_secs(60))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let none = waiter
+        .lock("early", Duration::from_secs(60))
+        .wait_for(Duration::from_millis(500))
+        .acquire()
+        .await
+        .expect("a wait that ends contended");
+    assert!(none.is_none(), "held by the holder");
+    // Idle well past the token's TTL (the holder's too).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let held = holder
+        .lock("late", Duration::from_secs(60))
+        .acquire()
+        .await
+        .expect("acquire after the token expired")
+        .expect("free");
+    let before = counted.acquires();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock("late", Duration::from_secs(60))
+            .wait_for(Duration::from_secs(40))
+            .acquire()
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let spent = counted.acquires() - before;
+    assert!(
+        spent <= 2,
+        "a waiter whose watch was refused must not spin through attempts: {spent} in 3 s"
+    );
+    assert!(held.release().await.expect("release"), "ours to release");
+    let released = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("hang guard: the waiter's wait ends")
+        .expect("the waiter task")
+        .expect("the wait ends without an error");
+    assert!(got.is_some(), "the waiter gets the released lock");
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "the release woke the waiter (its watch works), instead of its 60 s nap ending: {:?}",
+        released.elapsed()
+    );
+    drop(early);
 }
 
 /// Holds `name` on `locks` and starts `count` waiters for it, each waiting

@@ -50,6 +50,12 @@ impl EtcdConfig {
 
     /// Authenticates as `user` with `password` (etcd's own users and
     /// roles). The password is never shown by `Debug`.
+    ///
+    /// The store authenticates again whenever etcd refuses its token (a
+    /// simple token goes stale after `--auth-token-ttl` unused, a JWT at its
+    /// expiry), for its calls and for its watch stream alike, so it keeps
+    /// working after an idle spell. The user needs read and write
+    /// permission on the locks' keys.
     pub fn user(self, user: impl Into<String>, password: impl Into<String>) -> Self {
         EtcdConfig {
             user: Some((user.into(), password.into())),

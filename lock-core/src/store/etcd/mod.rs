@@ -162,7 +162,13 @@ impl EtcdStore {
             .with_timeout(config.timeout)
             .with_keep_alive(Duration::from_secs(5), config.timeout);
         if let Some((user, password)) = &config.user {
-            options = options.with_user(user.clone(), password.clone());
+            // etcd forgets a token once it goes unused for its
+            // `--auth-token-ttl` (or, for JWT tokens, once it expires): a
+            // call refused for its token authenticates again and is sent
+            // once more, all within the call's deadline.
+            options = options
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
         }
         let deadline = Deadline::after(config.timeout, "EtcdConfig::timeout");
         let connecting = async {

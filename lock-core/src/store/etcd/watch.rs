@@ -22,7 +22,8 @@
 //! Only a watch the cluster ended for one key wakes that key's waiters, and
 //! only when a delete may have been missed (its history was compacted).
 //! Watches of keys nobody waits for any more are cancelled by this task,
-//! which wakes nobody.
+//! which wakes nobody. A watch refused because the stream's authentication
+//! token expired has the token refreshed and the stream opened again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub(super) struct Watches {
 
 impl Watches {
     /// Starts the watch task for `client`'s cluster, waking `waiters`;
-    /// `timeout` bounds opening the stream.
+    /// `timeout` bounds opening the stream and refreshing its token.
     pub(super) fn start(
         client: Client,
         waiters: Arc<Waiters>,
@@ -77,6 +78,10 @@ enum Ended {
     /// It broke, could not be opened, or the cluster ended a watch on it
     /// for a reason other than compaction: open it again.
     Broken,
+    /// The cluster refused a watch on it for its authentication token
+    /// (etcd checks a stream's token when each watch is created): refresh
+    /// the token, then open it again.
+    Refused,
     /// The store is gone.
     Closed,
 }
@@ -138,6 +143,15 @@ async fn run(
         backoff.ended_after(up.elapsed());
         match ended {
             Ended::Closed => return,
+            Ended::Refused => {
+                tracing::debug!("etcd refused a watch for its token; authenticating again");
+                let refreshed = Deadline::after(task.timeout, "EtcdConfig::timeout")
+                    .bound(task.client.refresh_token())
+                    .await;
+                if let Err(error) = refreshed {
+                    tracing::debug!(%error, "etcd watch stream could not authenticate yet");
+                }
+            }
             Ended::Broken => tracing::debug!("etcd watch stream lost; reopening"),
         }
         // The keys still waited for resume where their watch left off; no
@@ -268,11 +282,16 @@ impl Task {
             return None;
         }
         let id = response.watch_id();
-        let Some(key) = self
+        let known = self
             .ids
             .iter()
-            .find_map(|(key, watch)| (*watch == id).then(|| key.clone()))
-        else {
+            .find_map(|(key, watch)| (*watch == id).then(|| key.clone()));
+        let Some(key) = known else {
+            if response.created() {
+                // A watch refused at its creation: etcd answers those under
+                // no watch ID (-1) when it refuses the stream's token.
+                return Some(refused_or_broken(response.cancel_reason()));
+            }
             // One this task cancelled (its key left `ids` then): no news.
             return None;
         };
@@ -285,9 +304,19 @@ impl Task {
             self.waiters.wake_key(&key);
             return None;
         }
-        let reason = response.cancel_reason();
-        tracing::debug!(key, reason, "etcd ended a watch");
-        Some(Ended::Broken)
+        Some(refused_or_broken(response.cancel_reason()))
+    }
+}
+
+/// What to do about a watch the cluster ended, by its reason: etcd 3.4
+/// says "invalid auth token" for a stale token and "permission denied" for
+/// a missing one; refreshing the token is worth a try for both.
+fn refused_or_broken(reason: &str) -> Ended {
+    tracing::debug!(reason, "etcd ended a watch");
+    if reason.contains("auth token") || reason.contains("permission denied") {
+        Ended::Refused
+    } else {
+        Ended::Broken
     }
 }
 
