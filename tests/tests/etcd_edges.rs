@@ -1,14 +1,17 @@
 //! `EtcdStore` at its edges, each test on an etcd member of its own: an
-//! authentication token that expires, and a watch stream that breaks or
-//! has watches cancelled under waiters.
+//! authentication token that expires, a watch stream that breaks or has
+//! watches cancelled under waiters, and acquires and extends cut off at
+//! every point while they hold an etcd lease.
 //!
 //! Time bounds are hang guards, or the behaviour under test (a TTL, a wait).
 
 use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use etcd_client::{Client, Permission};
+use etcd_client::{Client, ConnectOptions, Permission};
 use lock_core::{EtcdConfig, EtcdStore, LockGuard, LockManager, LockStore};
 use lock_tests::etcd::EtcdCluster;
 use lock_tests::instrumented::Instrumented;
@@ -363,4 +366,155 @@ async fn waiters_keep_waiting_through_a_restart_of_the_member_and_a_release_stil
     for task in &tasks {
         task.abort();
     }
+}
+
+/// Every lease the cluster has now.
+async fn leases(client: &mut Client) -> Vec<i64> {
+    client
+        .leases()
+        .await
+        .expect("list the cluster's leases")
+        .leases()
+        .iter()
+        .map(|lease| lease.id())
+        .collect()
+}
+
+/// Runs `future` for at most `polls` polls; `None` when cut off.
+async fn cut_after<F: Future>(future: F, polls: usize) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let mut left = polls;
+    std::future::poll_fn(move |cx| match future.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(Some(output)),
+        Poll::Pending if left <= 1 => Poll::Ready(None),
+        Poll::Pending => {
+            left -= 1;
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Cuts `future` off at step `step` of a run: after `step + 1` polls for
+/// the first 30 steps, then at growing fractions of `full` (how long the
+/// same call takes uncut here), from nothing to a little past it. Fixed
+/// time bounds would cut a call on a slow disk early and one on a fast disk
+/// late, or not at all.
+async fn bound<F: Future>(step: usize, full: Duration, future: F) -> Option<F::Output> {
+    if step < 30 {
+        cut_after(future, step + 1).await
+    } else {
+        let after = full.mul_f64((step - 30) as f64 / 25.0);
+        tokio::time::timeout(after, future).await.ok()
+    }
+}
+
+/// The shortest of three uncut runs of `call`.
+async fn shortest<F, Fut>(mut call: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future,
+{
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let started = Instant::now();
+        call().await;
+        best = best.min(started.elapsed());
+    }
+    best
+}
+
+/// Each acquire and extend grants an etcd lease before its transaction. A
+/// call cut off after that grant (a caller's timeout, a lost `select!`, a
+/// reply lost in transit) must not leave the lease in the cluster for its
+/// whole TTL: thousands of cancelled calls would leave thousands of leases,
+/// each kept and checked by every member. Here acquires of free and of held
+/// names, and extends, are cut off after each number of polls and at
+/// growing time bounds; afterwards the cluster has exactly the leases of
+/// the guards still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquires_and_extends_leave_no_etcd_lease_behind() {
+    let Some(cluster) = EtcdCluster::start_or_skip(1) else {
+        return;
+    };
+    let mut admin = Client::connect(cluster.urls(), None::<ConnectOptions>)
+        .await
+        .expect("connect");
+    let store = EtcdStore::connect(&cluster.urls()).await.expect("connect");
+    let locks = LockManager::new(store.clone()).with_prefix(unique("cut"));
+    let ttl = Duration::from_secs(120);
+    let held = locks
+        .lock("held", ttl)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let full_acquire = shortest(|| async {
+        let name = unique("uncut");
+        let guard = locks.lock(name, ttl).acquire().await.expect("acquire");
+        let guard = guard.expect("a fresh name is free");
+        assert!(guard.release().await.expect("release"), "ours");
+    })
+    .await;
+    let full_extend = shortest(|| async {
+        assert!(held.extend(ttl).await.expect("extend"), "ours");
+    })
+    .await;
+    let mut live: Vec<LockGuard> = Vec::new();
+    let mut cut = 0;
+    for step in 0..60_usize {
+        let free = locks.lock(format!("free-{step}"), ttl);
+        match bound(step, full_acquire, free.acquire()).await {
+            Some(Ok(Some(guard))) => live.push(guard),
+            Some(Ok(None)) => panic!("nobody else takes free-{step}"),
+            Some(Err(e)) => panic!("acquire: {e}"),
+            None => cut += 1,
+        }
+        let contended = locks.lock("held", ttl);
+        match bound(step, full_acquire, contended.acquire()).await {
+            Some(Ok(None)) | None => {}
+            Some(outcome) => panic!("held is held: {outcome:?}"),
+        }
+        if bound(step, full_extend, held.extend(ttl)).await.is_none() {
+            cut += 1;
+        }
+    }
+    assert!(cut > 20, "most calls were cut off somewhere: {cut}");
+    let expected = live.len() + 1;
+    // The give-backs run in the background: give them time.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (settled, left) = loop {
+        let left = leases(&mut admin).await;
+        if left.len() == expected || Instant::now() >= deadline {
+            break (left.len() == expected, left);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        settled,
+        "the cluster keeps {} leases; the {expected} held guards account for {expected}",
+        left.len()
+    );
+    assert!(
+        held.is_still_held().await.expect("check"),
+        "cut-off extends never cost the holder its lease"
+    );
+    for guard in live {
+        assert!(guard.release().await.expect("release"), "ours");
+    }
+    assert!(held.release().await.expect("release"), "ours");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            leases(
+                &mut Client::connect(cluster.urls(), None)
+                    .await
+                    .expect("connect"),
+            )
+            .await
+            .is_empty()
+        })
+        .await,
+        "releases hand every lease back"
+    );
+    let _ = store.name();
 }

@@ -1,10 +1,13 @@
 //! Leases on etcd: a consensus store, so a lease survives the loss of any
 //! minority of members, and fencing tokens are the cluster's revisions.
 //!
-//! One job per file: [`config`] (the settings), [`watch`] (the one watch
-//! stream that wakes waiters); this file is the store.
+//! One job per file: [`config`] (the settings), [`leases`] (each etcd
+//! lease accounted for until a key is on it or it is given back),
+//! [`watch`] (the one watch stream that wakes waiters); this file is the
+//! store.
 
 mod config;
+mod leases;
 mod watch;
 
 use std::fmt;
@@ -13,13 +16,13 @@ use std::time::Duration;
 
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
-    TxnOpResponse,
 };
 use tokio::task::JoinHandle;
 
 pub use self::config::EtcdConfig;
+use self::leases::{ExtendSent, Granted, found, revoke_later};
 use self::watch::Watches;
-use super::net::deadline::{BoxError, Deadline};
+use super::net::deadline::{BoxError, CallError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
@@ -63,7 +66,14 @@ const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 ///
 /// Each lock has an etcd lease of its own, so each can have its own TTL and
 /// a release frees exactly one key. A lease granted for an attempt that
-/// loses is revoked at once, in the background.
+/// loses is revoked at once, in the background; so is one whose acquire or
+/// extend is cut off (a caller's timeout, a dropped future) at any point,
+/// and a give-back the cluster does not answer is tried again until it
+/// does. Two cases are left to run out instead of revoked, since revoking
+/// could delete a held key: a grant whose answer was lost is blocked by a
+/// lease of the same ID that lives for [`EtcdConfig::timeout`], and an
+/// extend cut off while another extend of the same lock overtook it keeps
+/// its new lease until that lease's TTL.
 ///
 /// # Fencing tokens that survive failover
 ///
@@ -229,17 +239,7 @@ impl EtcdStore {
     /// Revokes `lease` in the background: a lease nobody's key uses any
     /// more would otherwise live until its TTL.
     fn revoke_later(&self, lease: i64) {
-        if lease == 0 {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let mut client = self.shared.client.clone();
-        let deadline = self.deadline();
-        runtime.spawn(async move {
-            let _ = deadline.bound(client.lease_revoke(lease)).await;
-        });
+        revoke_later(&self.shared.client, lease, None, self.shared.config.timeout);
     }
 
     /// The TTL to grant for `ttl`: whole seconds, rounded up.
@@ -247,17 +247,6 @@ impl EtcdStore {
         let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
         i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
     }
-}
-
-/// The first `Get` among a transaction's responses, as `(value, lease)`.
-fn got(responses: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
-    responses.iter().find_map(|response| match response {
-        TxnOpResponse::Get(get) => get
-            .kvs()
-            .first()
-            .map(|kv| (kv.value().to_vec(), kv.lease())),
-        _ => None,
-    })
 }
 
 impl LockStore for EtcdStore {
@@ -274,40 +263,57 @@ impl LockStore for EtcdStore {
             let interest = request
                 .wake
                 .then(|| self.shared.waiters.register(request.key));
-            let key = request.key.to_owned();
-            let token = request.token.to_owned();
             let seconds = Self::seconds(request.ttl);
-            let wake = request.wake;
-            let (lease, won, revision, holder) = self
-                .call("acquire", request.key, |mut client| async move {
-                    let lease = client.lease_grant(seconds, None).await?.id();
-                    let txn = Txn::new()
-                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                        .and_then([TxnOp::put(
-                            key.clone(),
-                            token,
-                            Some(PutOptions::new().with_lease(lease)),
-                        )])
-                        .or_else([TxnOp::get(key, None)]);
-                    let answer = client.txn(txn).await?;
-                    let revision = answer.header().map_or(0, |header| header.revision());
-                    let holder = got(answer.op_responses().as_slice());
-                    let remaining = match (&holder, answer.succeeded(), wake) {
-                        (Some((_, holder_lease)), false, true) if *holder_lease != 0 => {
-                            Some(client.lease_time_to_live(*holder_lease, None).await?.ttl())
-                        }
-                        _ => None,
+            let (key, token, wake) = (request.key, request.token, request.wake);
+            // Given back if this future is dropped before a key is known to
+            // be on it, or if the attempt loses.
+            let mut lease = Granted::new(&self.shared.client, seconds, self.shared.config.timeout);
+            let mut client = self.shared.client.clone();
+            let attempt = async {
+                lease.grant().await?;
+                let txn = Txn::new()
+                    .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(
+                        key,
+                        token,
+                        Some(PutOptions::new().with_lease(lease.id())),
+                    )])
+                    .or_else([TxnOp::get(key, None)]);
+                let answer = client.txn(txn).await?;
+                let revision = answer.header().map_or(0, |header| header.revision());
+                Ok::<_, BoxError>((
+                    answer.succeeded(),
+                    revision,
+                    found(answer.op_responses().as_slice()),
+                ))
+            };
+            // One deadline for the whole attempt, the holder's TTL included.
+            let deadline = self.deadline();
+            let failed = |e: CallError<BoxError>| Error::store("acquire", key, e.into_boxed());
+            let (won, revision, holder) = deadline.bound(attempt).await.map_err(failed)?;
+            if won {
+                lease.keep();
+            } else {
+                // Nobody's: back now, not after the holder's TTL is read.
+                drop(lease);
+            }
+            let holder = match holder {
+                Some(holder) if !won && wake && holder.lease != 0 => {
+                    let mut client = self.shared.client.clone();
+                    let ttl = async {
+                        Ok::<_, BoxError>(
+                            client.lease_time_to_live(holder.lease, None).await?.ttl(),
+                        )
                     };
-                    Ok::<_, BoxError>((lease, answer.succeeded(), revision, remaining))
-                })
-                .await?;
+                    Some(deadline.bound(ttl).await.map_err(failed)?)
+                }
+                _ => None,
+            };
             if won {
                 return Ok(Attempt::Acquired {
                     fence: request.fenced.then_some(revision.max(0).unsigned_abs()),
                 });
             }
-            // Lost: the lease granted for this attempt is nobody's.
-            self.revoke_later(lease);
             if request.wake {
                 // Watch from just after the revision it was found held at:
                 // its delete cannot slip between this attempt and the watch.
@@ -338,7 +344,7 @@ impl LockStore for EtcdStore {
                             TxnOp::delete(key_owned, None),
                         ]);
                     let answer = client.txn(txn).await?;
-                    let lease = got(answer.op_responses().as_slice()).map_or(0, |(_, lease)| lease);
+                    let lease = found(answer.op_responses().as_slice()).map_or(0, |kv| kv.lease);
                     Ok::<_, BoxError>((answer.succeeded(), lease))
                 })
                 .await?;
@@ -357,33 +363,40 @@ impl LockStore for EtcdStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let (key_owned, token_owned) = (key.to_owned(), token.to_owned());
             let seconds = Self::seconds(ttl);
-            let (extended, new_lease, old_lease) = self
-                .call("extend", key, |mut client| async move {
-                    let lease = client.lease_grant(seconds, None).await?.id();
-                    let txn = Txn::new()
-                        .when([Compare::value(
-                            key_owned.clone(),
-                            CompareOp::Equal,
-                            token_owned.clone(),
-                        )])
-                        .and_then([
-                            TxnOp::get(key_owned.clone(), None),
-                            TxnOp::put(
-                                key_owned,
-                                token_owned,
-                                Some(PutOptions::new().with_lease(lease)),
-                            ),
-                        ]);
-                    let answer = client.txn(txn).await?;
-                    let old = got(answer.op_responses().as_slice()).map_or(0, |(_, lease)| lease);
-                    Ok::<_, BoxError>((answer.succeeded(), lease, old))
-                })
-                .await?;
-            // The lease the key no longer uses (or, when it was not ours,
-            // the one just granted) goes now rather than at its TTL.
-            self.revoke_later(if extended { old_lease } else { new_lease });
+            // Given back if this future is dropped before the key is known
+            // to be on it, or if the key is not ours.
+            let mut lease = Granted::new(&self.shared.client, seconds, self.shared.config.timeout);
+            let mut client = self.shared.client.clone();
+            let extending = async {
+                let granted_at = lease.grant().await?;
+                let txn = Txn::new()
+                    .when([Compare::value(key, CompareOp::Equal, token)])
+                    .and_then([
+                        TxnOp::get(key, None),
+                        TxnOp::put(key, token, Some(PutOptions::new().with_lease(lease.id()))),
+                    ]);
+                // From here until its answer is read, the key may be on
+                // either lease: a cut-off extend is settled in the
+                // background.
+                let sent = ExtendSent::new(&mut lease, key, token, granted_at);
+                let answer = client.txn(txn).await?;
+                sent.answered();
+                let old = found(answer.op_responses().as_slice()).map_or(0, |kv| kv.lease);
+                Ok::<_, BoxError>((answer.succeeded(), old))
+            };
+            let (extended, old_lease) = self
+                .deadline()
+                .bound(extending)
+                .await
+                .map_err(|e| Error::store("extend", key, e.into_boxed()))?;
+            if extended {
+                let new_lease = lease.keep();
+                // The lease the key no longer uses goes now, not at its TTL.
+                if old_lease != new_lease {
+                    self.revoke_later(old_lease);
+                }
+            }
             Ok(extended)
         })
     }
