@@ -430,8 +430,10 @@ where
 /// whole TTL: thousands of cancelled calls would leave thousands of leases,
 /// each kept and checked by every member. Here acquires of free and of held
 /// names, and extends, are cut off after each number of polls and at
-/// growing time bounds; afterwards the cluster has exactly the leases of
-/// the guards still held.
+/// growing fractions of the time the same call takes uncut; afterwards
+/// (the give-backs run in the background, and a grant cut off in flight is
+/// blocked by a lease that lives the store's timeout) the cluster has
+/// exactly the leases of the guards still held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquires_and_extends_leave_no_etcd_lease_behind() {
     let Some(cluster) = EtcdCluster::start_or_skip(1) else {
