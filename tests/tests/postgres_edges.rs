@@ -630,3 +630,44 @@ async fn stores_on_sessions_with_different_search_paths_share_one_table() {
         "one name, one holder, whatever each session's search_path"
     );
 }
+
+/// `list` shows a lock kept under a hash by its row name. An operator
+/// inspecting or freeing a stuck lock gives that name back; it must reach
+/// the same lease, not be hashed again into another row (before, `holder`
+/// said nobody held it, and `force_release` freed nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hashed_name_as_list_shows_it_inspects_and_frees_its_lease() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let store =
+        PostgresStore::connect_with(&url, PostgresConfig::new().schema(own_schema("listed")))
+            .await
+            .expect("connect");
+    let locks = LockManager::new(store).with_prefix(unique("listed"));
+    let guard = locks
+        .lock("job\0id", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let listed = locks.list().await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let shown = listed[0].0.clone();
+    let holder = locks
+        .lock(&shown, LONG)
+        .holder()
+        .await
+        .expect("holder")
+        .expect("the name list showed is held");
+    assert_eq!(holder.token(), guard.token(), "by the guard's lease");
+    assert!(
+        locks
+            .lock(&shown, LONG)
+            .force_release()
+            .await
+            .expect("force release"),
+        "freed by the name list showed"
+    );
+    assert!(!guard.release().await.expect("release"), "it was freed");
+}

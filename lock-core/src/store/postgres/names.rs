@@ -7,14 +7,17 @@
 //! as a hash instead, the way the memcached store keeps its long keys:
 //!
 //! - a key of at most [`RAW_MAX`] bytes, with no NUL and no [`MARK`], is
-//!   the row's name as it is (every name that worked before);
+//!   the row's name as it is (so is every name that worked before, except
+//!   ones over [`RAW_MAX`] bytes that PostgreSQL managed to compress, and
+//!   ones that held [`MARK`]);
 //! - any other key is its *head* (its first bytes, up to the first NUL or
 //!   [`MARK`], at most [`HEAD_MAX`] bytes) followed by [`MARK`] and the
 //!   SHA-256 of the whole key in hex.
 //!
 //! The two forms never meet (only the second holds [`MARK`]), and two keys
 //! share a hashed name only if they collide under SHA-256, which is not a
-//! practical concern. The head keeps the key's prefix, so `list` still finds
+//! practical concern. A key that already is a hashed name (as `list` shows
+//! it) is kept as it is, so it names the row `list` showed. The head keeps the key's prefix, so `list` still finds
 //! such a name under its manager's prefix, and shows it as the hashed form:
 //! the whole name is not kept.
 
@@ -23,9 +26,12 @@ use std::fmt::Write;
 
 use sha2::{Digest, Sha256};
 
-/// The longest key kept as it is: well inside the roughly 2,700 bytes a
-/// primary-key entry may take, whatever its bytes.
-pub(super) const RAW_MAX: usize = 2048;
+/// The longest key kept as it is: inside the 2,704 bytes a primary-key
+/// entry may take (with its headers), whatever its bytes, and as close to
+/// it as is safe, so that few names that worked before move to a hashed
+/// row (a process of an earlier version would lease such a name in its
+/// old row).
+pub(super) const RAW_MAX: usize = 2600;
 
 /// The most of a hashed key's head that is kept.
 pub(super) const HEAD_MAX: usize = 1024;
@@ -34,9 +40,11 @@ pub(super) const HEAD_MAX: usize = 1024;
 /// hashed too, so no key kept as it is can look like a hashed one.
 pub(super) const MARK: &str = "\u{1}sha256:";
 
-/// The row name of `key`.
+/// The row name of `key`. A key that already is a row name in the hashed
+/// form (as `list` shows it) names that row, so an operator can inspect or
+/// free what `list` showed.
 pub(super) fn stored(key: &str) -> Cow<'_, str> {
-    if is_raw(key) {
+    if is_raw(key) || is_hashed(key) {
         return Cow::Borrowed(key);
     }
     let mut name = String::with_capacity(HEAD_MAX + MARK.len() + 64);
@@ -51,6 +59,20 @@ pub(super) fn stored(key: &str) -> Cow<'_, str> {
 /// Whether `key` is kept as it is.
 pub(super) fn is_raw(key: &str) -> bool {
     key.len() <= RAW_MAX && !key.contains('\0') && !key.contains(MARK)
+}
+
+/// Whether `key` is a row name in the hashed form: a head (no NUL, no
+/// [`MARK`], at most [`HEAD_MAX`] bytes), [`MARK`], and 64 lowercase hex
+/// digits. Only [`stored`] makes such names, and another key equal to one
+/// would have to be found from its SHA-256.
+fn is_hashed(key: &str) -> bool {
+    let Some((head, hash)) = key.split_once(MARK) else {
+        return false;
+    };
+    head.len() <= HEAD_MAX
+        && !head.contains('\0')
+        && hash.len() == 64
+        && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What `list(prefix)` asks the table for: names starting with this.
@@ -104,8 +126,8 @@ mod tests {
             format!("{long}z"),
             "job\0a".to_owned(),
             "job\0b".to_owned(),
-            format!("job{MARK}{}", "0".repeat(64)),
-            format!("job{MARK}{}", "1".repeat(64)),
+            format!("job{MARK}{}", "0".repeat(63)),
+            format!("job{MARK}{}", "1".repeat(63)),
             "é".repeat(HEAD_MAX),
         ];
         let stored: std::collections::HashSet<String> =
@@ -135,6 +157,21 @@ mod tests {
         assert_eq!(list_prefix("app:"), "app:");
         assert_eq!(list_prefix("app\0:"), "app");
         assert!(listed(&binary, list_prefix("app:job\0")));
+    }
+
+    // `list` shows a hashed name as its row name; giving that name back
+    // (to inspect or free it) must reach the same row, not hash it again.
+    #[test]
+    fn a_hashed_row_name_names_its_own_row() {
+        let hashed = stored_of("app:job\0id");
+        assert_eq!(stored_of(&hashed), hashed);
+        let long = stored_of(&"z".repeat(RAW_MAX + 1));
+        assert_eq!(stored_of(&long), long);
+        // Not the hashed form: hashed like any other key holding the mark.
+        let forged = format!("job{MARK}{}", "0".repeat(63));
+        assert_ne!(stored_of(&forged), forged);
+        let upper = format!("job{MARK}{}", "A".repeat(64));
+        assert_ne!(stored_of(&upper), upper);
     }
 
     fn stored_of(key: &str) -> String {
