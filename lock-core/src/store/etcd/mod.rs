@@ -249,6 +249,11 @@ impl EtcdStore {
     }
 }
 
+/// How many times an extend starts again on a fresh lease when another
+/// write of the same lock (its own settling, or a concurrent extend) landed
+/// between its grant and its transaction.
+const EXTEND_TRIES: usize = 3;
+
 impl LockStore for EtcdStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
@@ -364,40 +369,66 @@ impl LockStore for EtcdStore {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let seconds = Self::seconds(ttl);
-            // Given back if this future is dropped before the key is known
-            // to be on it, or if the key is not ours.
-            let mut lease = Granted::new(&self.shared.client, seconds, self.shared.config.timeout);
             let mut client = self.shared.client.clone();
             let extending = async {
-                let granted_at = lease.grant().await?;
-                let txn = Txn::new()
-                    .when([Compare::value(key, CompareOp::Equal, token)])
-                    .and_then([
-                        TxnOp::get(key, None),
-                        TxnOp::put(key, token, Some(PutOptions::new().with_lease(lease.id()))),
-                    ]);
-                // From here until its answer is read, the key may be on
-                // either lease: a cut-off extend is settled in the
-                // background.
-                let sent = ExtendSent::new(&mut lease, key, token, granted_at);
-                let answer = client.txn(txn).await?;
-                sent.answered();
-                let old = found(answer.op_responses().as_slice()).map_or(0, |kv| kv.lease);
-                Ok::<_, BoxError>((answer.succeeded(), old))
+                for _ in 0..EXTEND_TRIES {
+                    // Given back if this future is dropped before the key is
+                    // known to be on it, or if the key is not ours.
+                    let mut lease =
+                        Granted::new(&self.shared.client, seconds, self.shared.config.timeout);
+                    let granted_at = lease.grant().await?;
+                    // Only onto a key untouched since the grant: a copy of
+                    // this transaction delayed in the cluster must never land
+                    // after a later write (the background settling of a
+                    // cut-off extend, another extend of this lock), or it
+                    // would move the key back onto a lease that later write
+                    // then revokes, deleting a key that is still held.
+                    let txn = Txn::new()
+                        .when([
+                            Compare::value(key, CompareOp::Equal, token),
+                            Compare::mod_revision(key, CompareOp::Less, granted_at + 1),
+                        ])
+                        .and_then([
+                            TxnOp::get(key, None),
+                            TxnOp::put(key, token, Some(PutOptions::new().with_lease(lease.id()))),
+                        ])
+                        .or_else([TxnOp::get(key, None)]);
+                    // From here until its answer is read, the key may be on
+                    // either lease: a cut-off extend is settled in the
+                    // background.
+                    let sent = ExtendSent::new(&mut lease, key, token, granted_at);
+                    let answer = client.txn(txn).await?;
+                    sent.answered();
+                    let now = found(answer.op_responses().as_slice());
+                    if answer.succeeded() {
+                        let old = now.map_or(0, |kv| kv.lease);
+                        return Ok::<_, BoxError>((Some(lease), old));
+                    }
+                    // Still ours, but written since the grant: try again on
+                    // a fresh lease (this one is given back as it drops).
+                    if now.is_none_or(|kv| kv.value != token.as_bytes()) {
+                        return Ok((None, 0));
+                    }
+                }
+                Err(format!(
+                    "the lock's key was rewritten by another extend of it {EXTEND_TRIES} times running; try again"
+                )
+                .into())
             };
             let (extended, old_lease) = self
                 .deadline()
                 .bound(extending)
                 .await
                 .map_err(|e| Error::store("extend", key, e.into_boxed()))?;
-            if extended {
-                let new_lease = lease.keep();
-                // The lease the key no longer uses goes now, not at its TTL.
-                if old_lease != new_lease {
-                    self.revoke_later(old_lease);
-                }
+            let Some(lease) = extended else {
+                return Ok(false);
+            };
+            let new_lease = lease.keep();
+            // The lease the key no longer uses goes now, not at its TTL.
+            if old_lease != new_lease {
+                self.revoke_later(old_lease);
             }
-            Ok(extended)
+            Ok(true)
         })
     }
 

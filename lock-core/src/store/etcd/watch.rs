@@ -43,6 +43,10 @@ const TIDY_EVERY: Duration = Duration::from_secs(5);
 /// Bounds of the pause between attempts to open the stream again.
 const REOPEN_MIN: Duration = Duration::from_millis(50);
 const REOPEN_MAX: Duration = Duration::from_secs(1);
+
+/// Bounds of the extra pause after authenticating again failed.
+const REFUSED_MIN: Duration = Duration::from_secs(1);
+const REFUSED_MAX: Duration = Duration::from_secs(30);
 /// A stream that stayed up this long was healthy: the next attempt after it
 /// ends comes after the shortest pause again.
 const HEALTHY: Duration = Duration::from_secs(10);
@@ -119,6 +123,10 @@ async fn run(
         next_id: 1,
     };
     let mut backoff = Backoff::new(REOPEN_MIN, REOPEN_MAX, HEALTHY);
+    // Authenticating is costly on the server (a password hash check): with
+    // credentials that keep failing, a fleet of waiting processes must not
+    // ask every second.
+    let mut refusals = Backoff::new(REFUSED_MIN, REFUSED_MAX, HEALTHY);
     let mut tidy = tokio::time::interval(TIDY_EVERY);
     tidy.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -148,8 +156,12 @@ async fn run(
                 let refreshed = Deadline::after(task.timeout, "EtcdConfig::timeout")
                     .bound(task.client.refresh_token())
                     .await;
-                if let Err(error) = refreshed {
-                    tracing::debug!(%error, "etcd watch stream could not authenticate yet");
+                match refreshed {
+                    Ok(_) => refusals = Backoff::new(REFUSED_MIN, REFUSED_MAX, HEALTHY),
+                    Err(error) => {
+                        tracing::debug!(%error, "etcd watch stream could not authenticate yet");
+                        tokio::time::sleep(refusals.next_pause()).await;
+                    }
                 }
             }
             Ended::Broken => tracing::debug!("etcd watch stream lost; reopening"),
@@ -224,7 +236,12 @@ impl Task {
                     if !self.ids.contains_key(&key) {
                         self.wanted.insert(key.clone(), revision);
                         let id = self.take_id();
-                        if stream.watch(key.as_bytes(), Some(options(id, revision))).await.is_err() {
+                        // Bounded: a stalled stream must not stop this task
+                        // from hearing releases for good.
+                        let sent = Deadline::after(self.timeout, "EtcdConfig::timeout")
+                            .bound(stream.watch(key.as_bytes(), Some(options(id, revision))))
+                            .await;
+                        if sent.is_err() {
                             return Ended::Broken;
                         }
                         self.ids.insert(key, id);
@@ -250,7 +267,10 @@ impl Task {
                         // Out of `ids` first: the answer to this cancel is
                         // then known for ours, and wakes nobody.
                         if let Some(id) = self.ids.remove(&key) {
-                            if stream.cancel(id).await.is_err() {
+                            let sent = Deadline::after(self.timeout, "EtcdConfig::timeout")
+                                .bound(stream.cancel(id))
+                                .await;
+                            if sent.is_err() {
                                 return Ended::Broken;
                             }
                         }
