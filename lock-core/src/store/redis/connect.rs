@@ -260,6 +260,17 @@ async fn start(
             .await
             .map_err(|e| connect_error(&joined, e))?;
     }
+    // One connection for acknowledged writes opened now, while every node
+    // answers: opening one later needs them all on a cluster (a cluster
+    // connection reaches every node), and a replica that hangs would hold
+    // up the very write that is to find out it does not acknowledge.
+    if let Some(pool) = &shared.acked {
+        let opened = deadline(&shared.config)
+            .bound(pool.checkout())
+            .await
+            .map_err(|e| connect_error(&joined, e))?;
+        opened.done();
+    }
     Ok(shared)
 }
 
