@@ -440,26 +440,39 @@ impl RedisStore {
             let reply = self.invoke(operation, key, script, call, deadline).await?;
             return Ok((reply, None));
         };
-        let mut pipeline = ::redis::pipe();
-        pipeline.add_command(call.clone()).add_command(wait(acks));
-        let written = async {
-            let mut own = self.checkout().await?;
-            let connection = own.connection();
-            let reply = match pipeline.query_async::<(T, i64)>(connection).await {
-                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    script.prepare_invoke().load_async(connection).await?;
-                    pipeline.query_async::<(T, i64)>(connection).await
-                }
-                reply => reply,
-            }?;
-            own.done();
-            Ok::<_, ::redis::RedisError>(reply)
-        };
         let (reply, acked) = deadline
-            .bound(written)
+            .bound(self.acked_write(call.clone(), Some(script), acks))
             .await
             .map_err(|e| Error::store(operation, key, e))?;
         Ok((reply, Some(acked_count(acked))))
+    }
+
+    /// `write` and then `WAIT`, in one pipeline on a connection of its own
+    /// (see [`acked`]): the write's reply and the count of replicas that
+    /// acknowledged it. A `script` the server does not know is loaded and
+    /// the pipeline sent again. The connection goes back to the pool only
+    /// once both were answered.
+    async fn acked_write<T: FromRedisValue>(
+        &self,
+        write: Cmd,
+        script: Option<&Script>,
+        acks: config::ReplicaAcks,
+    ) -> ::redis::RedisResult<(T, i64)> {
+        let mut pipeline = ::redis::pipe();
+        pipeline.add_command(write).add_command(wait(acks));
+        let mut own = self.checkout().await?;
+        let connection = own.connection();
+        let reply = match (pipeline.query_async(connection).await, script) {
+            (Err(error), Some(script))
+                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
+            {
+                script.prepare_invoke().load_async(connection).await?;
+                pipeline.query_async(connection).await
+            }
+            (reply, _) => reply,
+        }?;
+        own.done();
+        Ok(reply)
     }
 
     /// A connection of its own for one write that waits for replicas (see
@@ -545,16 +558,8 @@ impl RedisStore {
         deadline: Deadline,
     ) -> BoxFuture<'a, Result<Option<::redis::Value>>> {
         Box::pin(async move {
-            let mut pipeline = ::redis::pipe();
-            pipeline.add_command(set).add_command(wait(acks));
-            let written = async {
-                let mut own = self.checkout().await?;
-                let reply = pipeline.query_async(own.connection()).await?;
-                own.done();
-                Ok::<_, ::redis::RedisError>(reply)
-            };
             let (reply, acked): (Option<::redis::Value>, i64) = deadline
-                .bound(written)
+                .bound(self.acked_write(set, None, acks))
                 .await
                 .map_err(|e| Error::store("acquire", key, e))?;
             self.replicated(reply.is_some(), Some(acked_count(acked)))?;
