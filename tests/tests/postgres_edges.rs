@@ -28,6 +28,77 @@ fn own_schema(what: &str) -> String {
     )
 }
 
+/// A store on a schema of its own (the table lock must not hold up the
+/// other tests) with a 500 ms timeout and statements sent whole (no
+/// prepare first, so each blocked acquire is its INSERT itself, waiting on
+/// the server), and a migration's session holding `LOCK TABLE` on its lease
+/// table until [`TableLock::commit`].
+struct TableLock {
+    locks: LockManager,
+    timeout: Duration,
+    table: String,
+    prefix: String,
+    url: String,
+    migration: tokio_postgres::Client,
+}
+
+impl TableLock {
+    async fn start(url: &str, what: &str) -> TableLock {
+        let timeout = Duration::from_millis(500);
+        let schema = own_schema(what);
+        let config = PostgresConfig::new()
+            .schema(schema.clone())
+            .timeout(timeout)
+            .prepared_statements(false);
+        let store = PostgresStore::connect_with(url, config)
+            .await
+            .expect("connect");
+        let prefix = unique(what);
+        let table = format!("\"{schema}\".lock_leases");
+        let migration = postgres::client(url).await;
+        migration
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+            ))
+            .await
+            .expect("BEGIN; LOCK TABLE");
+        TableLock {
+            locks: LockManager::new(store).with_prefix(prefix.clone()),
+            timeout,
+            table,
+            prefix,
+            url: url.to_owned(),
+            migration,
+        }
+    }
+
+    /// The migration ends: every statement queued behind it may run.
+    async fn commit(&self) {
+        self.migration
+            .batch_execute("COMMIT")
+            .await
+            .expect("COMMIT");
+    }
+
+    /// How many names under `<prefix><start>` ever took a fencing token: a
+    /// fenced acquire that wins counts its name's fence up in the same
+    /// statement.
+    async fn fenced(&self, start: &str) -> i64 {
+        postgres::client(&self.url)
+            .await
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM {}_fences WHERE starts_with(name, $1)",
+                    self.table
+                ),
+                &[&format!("{}{start}", self.prefix)],
+            )
+            .await
+            .expect("count")
+            .get(0)
+    }
+}
+
 /// A migration that holds `LOCK TABLE` on the lease table blocks every
 /// statement behind it. Calls that time out meanwhile must not leave their
 /// statements queued on the server or on a pooled connection: once the lock
@@ -40,28 +111,8 @@ async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_conne
     let Some(url) = postgres::postgres_url() else {
         return;
     };
-    let timeout = Duration::from_millis(500);
-    // Statements sent whole (no prepare first), so each blocked acquire is
-    // its INSERT itself, waiting on the server for the table lock.
-    // A schema of its own: the table lock must not hold up the other tests.
-    let schema = own_schema("table_lock");
-    let config = PostgresConfig::new()
-        .schema(schema.clone())
-        .timeout(timeout)
-        .prepared_statements(false);
-    let store = PostgresStore::connect_with(&url, config)
-        .await
-        .expect("connect");
-    let prefix = unique("table-lock");
-    let locks = LockManager::new(store).with_prefix(prefix.clone());
-
-    let mut migration = postgres::client(&url).await;
-    let table = format!("\"{schema}\".lock_leases");
-    let transaction = migration.transaction().await.expect("BEGIN");
-    transaction
-        .batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
-        .await
-        .expect("LOCK TABLE");
+    let held = TableLock::start(&url, "table_lock").await;
+    let locks = &held.locks;
     let blocked = (0..8).map(|n| {
         let lock = locks.lock(format!("blocked-{n}"), LONG).fenced();
         async move { lock.acquire().await }
@@ -76,8 +127,8 @@ async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_conne
         );
     }
     // Let the acquires' give-backs run into the lock too, as they would.
-    tokio::time::sleep(timeout * 2).await;
-    transaction.commit().await.expect("COMMIT");
+    tokio::time::sleep(held.timeout * 2).await;
+    held.commit().await;
 
     // Every later call gets a connection that is free: none waits for a
     // statement left behind, so each answers well inside its timeout.
@@ -93,13 +144,14 @@ async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_conne
     // Whatever the timed-out statements did has settled by now: none of
     // them holds a lease (no guard exists for any).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let inspect = postgres::client(&url).await;
-    let left: i64 = inspect
+    let left: i64 = postgres::client(&url)
+        .await
         .query_one(
             &format!(
-                "SELECT count(*) FROM {table} WHERE starts_with(name, $1) AND expires_at > clock_timestamp()"
+                "SELECT count(*) FROM {} WHERE starts_with(name, $1) AND expires_at > clock_timestamp()",
+                held.table
             ),
-            &[&format!("{prefix}blocked-")],
+            &[&format!("{}blocked-", held.prefix)],
         )
         .await
         .expect("count")
@@ -108,19 +160,11 @@ async fn statements_cut_off_behind_a_table_lock_leave_no_lease_and_no_busy_conne
         left, 0,
         "no lease is held for the acquires that timed out: nobody holds them"
     );
-    // A fenced acquire that wins counts its name's fence up in the same
-    // statement: no counter means no timed-out acquire ever took its lease,
-    // not even for a moment after the COMMIT.
-    let fenced: i64 = inspect
-        .query_one(
-            &format!("SELECT count(*) FROM {table}_fences WHERE starts_with(name, $1)"),
-            &[&format!("{prefix}blocked-")],
-        )
-        .await
-        .expect("count")
-        .get(0);
+    // No counter means no timed-out acquire ever took its lease, not even
+    // for a moment after the COMMIT.
     assert_eq!(
-        fenced, 0,
+        held.fenced("blocked-").await,
+        0,
         "no acquire cut off at its deadline ran once the table lock was gone"
     );
 }
@@ -220,25 +264,8 @@ async fn acquires_their_callers_dropped_behind_a_table_lock_never_run() {
     let Some(url) = postgres::postgres_url() else {
         return;
     };
-    let timeout = Duration::from_millis(500);
-    let schema = own_schema("dropped");
-    let config = PostgresConfig::new()
-        .schema(schema.clone())
-        .timeout(timeout)
-        .prepared_statements(false);
-    let store = PostgresStore::connect_with(&url, config)
-        .await
-        .expect("connect");
-    let prefix = unique("dropped");
-    let locks = LockManager::new(store).with_prefix(prefix.clone());
-
-    let mut migration = postgres::client(&url).await;
-    let table = format!("\"{schema}\".lock_leases");
-    let transaction = migration.transaction().await.expect("BEGIN");
-    transaction
-        .batch_execute(&format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
-        .await
-        .expect("LOCK TABLE");
+    let held = TableLock::start(&url, "dropped").await;
+    let locks = &held.locks;
     for n in 0..4 {
         let lock = locks.lock(format!("dropped-{n}"), LONG).fenced();
         let cut = tokio::time::timeout(Duration::from_millis(100), lock.acquire()).await;
@@ -248,8 +275,8 @@ async fn acquires_their_callers_dropped_behind_a_table_lock_never_run() {
         );
     }
     // Past the calls' deadlines, then the migration commits.
-    tokio::time::sleep(timeout * 3).await;
-    transaction.commit().await.expect("COMMIT");
+    tokio::time::sleep(held.timeout * 3).await;
+    held.commit().await;
 
     let guard = tokio::time::timeout(HANG_GUARD, locks.lock("after", LONG).acquire())
         .await
@@ -258,17 +285,9 @@ async fn acquires_their_callers_dropped_behind_a_table_lock_never_run() {
         .expect("free");
     guard.release().await.expect("release");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let fenced: i64 = postgres::client(&url)
-        .await
-        .query_one(
-            &format!("SELECT count(*) FROM {table}_fences WHERE starts_with(name, $1)"),
-            &[&format!("{prefix}dropped-")],
-        )
-        .await
-        .expect("count")
-        .get(0);
     assert_eq!(
-        fenced, 0,
+        held.fenced("dropped-").await,
+        0,
         "no acquire its caller dropped ran once the table lock was gone"
     );
 }
