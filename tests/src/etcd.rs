@@ -6,14 +6,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use lock_core::{EtcdStore, LockManager};
 
 use crate::harness::{free_port, unavailable};
+use crate::kept::KeptDir;
 use crate::server::{Server, installed};
 
 /// The arguments of one member named `name`, on `{port}` and `{peer}`, in
@@ -142,49 +141,7 @@ pub struct EtcdCluster {
     /// Data directories kept apart from the members' own (which a restart
     /// empties), removed when the cluster is dropped; empty unless started
     /// with [`start_with_or_skip`](EtcdCluster::start_with_or_skip).
-    kept: Vec<KeptData>,
-}
-
-/// A member's data directory that outlives its restarts, removed when
-/// dropped or, like the servers' own, by a watchdog when the test process
-/// ends however it ends (its standard input, a pipe from this process,
-/// closes).
-struct KeptData {
-    dir: PathBuf,
-    watchdog: Option<(Child, ChildStdin)>,
-}
-
-impl KeptData {
-    fn new(dir: PathBuf) -> io::Result<KeptData> {
-        std::fs::create_dir_all(&dir)?;
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(r#"cat >/dev/null; rm -rf "$1""#)
-            .arg("sh")
-            .arg(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| io::Error::other("no stdin"))?;
-        Ok(KeptData {
-            dir,
-            watchdog: Some((child, stdin)),
-        })
-    }
-}
-
-impl Drop for KeptData {
-    fn drop(&mut self) {
-        if let Some((mut child, stdin)) = self.watchdog.take() {
-            drop(stdin);
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    kept: Vec<KeptDir>,
 }
 
 impl EtcdCluster {
@@ -258,7 +215,7 @@ impl EtcdCluster {
                     std::process::id()
                 ));
                 let shown = dir.to_string_lossy().into_owned();
-                kept.push(KeptData::new(dir)?);
+                kept.push(KeptDir::new(dir)?);
                 shown
             } else {
                 "{dir}/data".to_owned()

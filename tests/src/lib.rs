@@ -7,6 +7,7 @@ pub mod contract;
 pub mod etcd;
 pub mod harness;
 pub mod instrumented;
+pub mod kept;
 pub mod lifecycle;
 pub mod logs;
 pub mod memcached;
