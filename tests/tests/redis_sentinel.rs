@@ -537,7 +537,7 @@ async fn on_a_cluster_the_acknowledgement_comes_from_the_replica_of_the_keys_own
             .expect("connect to the cluster"),
     )
     .with_prefix(prefix.clone());
-    let first = cluster.primary_ports()[0];
+    let first = blocking(|| cluster.primary_ports()).expect("the primaries")[0];
     let paused = blocking(|| cluster.replica_pids(first)).expect("its replica");
     assert_eq!(paused.len(), 1, "one replica of {first}: {paused:?}");
     blocking(|| signal(paused[0], "-STOP")).expect("SIGSTOP the replica");
