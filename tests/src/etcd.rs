@@ -3,6 +3,10 @@
 //! [`server`](crate::server)): one for the shared suites, a three-member
 //! cluster for the failover tests. Without either the tests skip loudly,
 //! and under `CI=true` they fail.
+//!
+//! A cluster's Raft leader is found with
+//! [`EtcdCluster::leader_index`] (each member's status from etcd's HTTP
+//! gateway), so a test can kill or restart exactly the leader.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -61,6 +65,48 @@ pub fn healthy(port: u16) -> io::Result<()> {
     } else {
         Err(io::Error::other(format!("not healthy: {reply}")))
     }
+}
+
+/// What the member on `port` says of itself (`POST /v3/maintenance/status`
+/// on etcd's HTTP gateway): its own member id and its leader's, as the
+/// decimal strings the gateway writes. The leader is `None` while the member
+/// knows of none (the gateway writes `"0"`, or leaves the field out).
+pub fn member_status(port: u16) -> io::Result<(String, Option<String>)> {
+    let timeout = Duration::from_secs(2);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let asked = || format!("POST /v3/maintenance/status to the member on {port}");
+    let mut stream = TcpStream::connect_timeout(&address, timeout)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: connecting: {e}", asked())))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream
+        .write_all(
+            b"POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: sending: {e}", asked())))?;
+    let mut reply = String::new();
+    stream
+        .read_to_string(&mut reply)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: reading the reply: {e}", asked())))?;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return Err(io::Error::other(format!("{}: answered {reply:?}", asked())));
+    }
+    let member = json_number(body, "member_id")
+        .ok_or_else(|| io::Error::other(format!("{}: no member_id in {body:?}", asked())))?;
+    let leader = json_number(body, "leader").filter(|leader| leader != "0");
+    Ok((member, leader))
+}
+
+/// The value of the first `"key":` in `json`, a number or a string holding
+/// one (the gateway writes 64-bit integers as strings), without its quotes.
+fn json_number(json: &str, key: &str) -> Option<String> {
+    let after = &json[json.find(&format!("\"{key}\""))? + key.len() + 2..];
+    let value = after.trim_start().strip_prefix(':')?.trim_start();
+    let value = value.strip_prefix('"').unwrap_or(value);
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    (!digits.is_empty()).then_some(digits)
 }
 
 /// Waits (up to 30 s) until every member on `ports` reports a leader.
@@ -227,6 +273,89 @@ impl EtcdCluster {
         }
         wait_healthy(&ports)?;
         Ok(EtcdCluster { members, kept })
+    }
+
+    /// How many members the cluster was started with (killed ones
+    /// included).
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The index (in [`members`](EtcdCluster::members)) of the Raft leader:
+    /// the member whose own id is the leader every answering member names
+    /// ([`member_status`]).
+    ///
+    /// Fails, saying what each member answered, when none answers, when one
+    /// knows of no leader (an election is under way), when they name
+    /// different leaders, or when the leader named is not among those that
+    /// answered. [`wait_for_leader`](EtcdCluster::wait_for_leader) retries
+    /// until they agree.
+    pub fn leader_index(&self) -> io::Result<usize> {
+        let answers: Vec<io::Result<(String, Option<String>)>> = self
+            .members
+            .iter()
+            .map(|member| member_status(member.port))
+            .collect();
+        let said = || {
+            self.members
+                .iter()
+                .zip(&answers)
+                .enumerate()
+                .map(|(index, (member, answer))| match answer {
+                    Ok((id, leader)) => format!(
+                        "m{index} on {} is {id}, leader {}",
+                        member.port,
+                        leader.as_deref().unwrap_or("none")
+                    ),
+                    Err(e) => format!("m{index}: {e}"),
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let mut leaders = answers
+            .iter()
+            .flatten()
+            .map(|(_, leader)| leader.as_deref());
+        let Some(first) = leaders.next() else {
+            return Err(io::Error::other(format!(
+                "no etcd member answered for its status: {}",
+                said()
+            )));
+        };
+        let Some(leader) = first.filter(|_| leaders.all(|other| other == first)) else {
+            return Err(io::Error::other(format!(
+                "the etcd members do not agree on a leader: {}",
+                said()
+            )));
+        };
+        answers
+            .iter()
+            .position(|answer| answer.as_ref().is_ok_and(|(id, _)| id == leader))
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "the etcd leader {leader} is not among the members that answered: {}",
+                    said()
+                ))
+            })
+    }
+
+    /// Retries [`leader_index`](EtcdCluster::leader_index) until it gives a
+    /// leader, or returns its last error once `guard` has passed: after a
+    /// leader was killed or restarted, the members need an election (about a
+    /// second with etcd's defaults) before they name the same one.
+    pub fn wait_for_leader(&self, guard: Duration) -> io::Result<usize> {
+        let deadline = Instant::now() + guard;
+        loop {
+            match self.leader_index() {
+                Ok(index) => return Ok(index),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(io::Error::other(format!(
+                        "no etcd leader within {guard:?}: {e}"
+                    )));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     }
 
     /// Every member's client URL.
