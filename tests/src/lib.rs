@@ -2,6 +2,7 @@
 //! stores and log capture.
 
 pub mod cancellation;
+pub mod chaos;
 pub mod children;
 pub mod contract;
 pub mod etcd;

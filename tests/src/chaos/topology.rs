@@ -1,0 +1,379 @@
+//! The store a run works against: started on free ports (PostgreSQL: the
+//! machine's server, in the run's schema), reached through per-worker
+//! proxies where the store allows it, restarted or failed over on demand,
+//! and the fault kinds it can meaningfully suffer.
+
+use std::path::Path;
+use std::time::Duration;
+
+use lock_core::{
+    EtcdStore, LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisConfig, RedisStore,
+};
+
+use super::{FaultKind, PREFIX, StoreKind};
+use crate::etcd::EtcdCluster;
+use crate::harness::{RedisCluster, RedisServer};
+use crate::sentinel::Sentinels;
+use crate::server::Server;
+
+/// Where Debian's `faketime` package puts the preload library.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// How long a failover, or the group settling after one, may take.
+const FAILOVER_GUARD: Duration = Duration::from_secs(60);
+
+/// The `application_name` of the PostgreSQL store's connections, so that
+/// a restart can end exactly those.
+const STORE_APPLICATION: &str = "chaos-store";
+
+/// A manager over the store `kind` at `endpoints` (URLs; several for a
+/// cluster's seeds and etcd's members), with the harness's prefix; the
+/// PostgreSQL store keeps its table in `schema`. Retried for a while: a
+/// worker started during a failover must wait for it, not die.
+pub async fn connect(
+    kind: StoreKind,
+    endpoints: &[String],
+    schema: &str,
+) -> Result<LockManager, String> {
+    let mut last = String::new();
+    for _ in 0..60 {
+        match connect_once(kind, endpoints, schema).await {
+            Ok(manager) => return Ok(manager.with_prefix(PREFIX)),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!("connecting to {kind} at {endpoints:?}: {last}"))
+}
+
+async fn connect_once(
+    kind: StoreKind,
+    endpoints: &[String],
+    schema: &str,
+) -> Result<LockManager, String> {
+    let first = || {
+        endpoints
+            .first()
+            .ok_or_else(|| format!("no endpoint for {kind}"))
+    };
+    let store_error = |e: lock_core::Error| e.to_string();
+    Ok(match kind {
+        StoreKind::Memory => LockManager::memory(),
+        StoreKind::Redis => {
+            LockManager::new(RedisStore::connect(first()?).await.map_err(store_error)?)
+        }
+        StoreKind::RedisCluster => {
+            let seeds: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+            LockManager::new(RedisStore::cluster(&seeds).await.map_err(store_error)?)
+        }
+        StoreKind::RedisSentinel => {
+            // Lease writes wait for the replica: a failover must not lose
+            // them (README, "Redis with replicas").
+            let config = RedisConfig::new().replica_acks(1, Duration::from_secs(1));
+            LockManager::new(
+                RedisStore::connect_with(first()?, config)
+                    .await
+                    .map_err(store_error)?,
+            )
+        }
+        StoreKind::Memcached => LockManager::new(
+            MemcachedStore::connect(first()?)
+                .await
+                .map_err(store_error)?,
+        ),
+        StoreKind::Postgres => LockManager::new(
+            PostgresStore::connect_with(first()?, PostgresConfig::new().schema(schema))
+                .await
+                .map_err(store_error)?,
+        ),
+        StoreKind::Etcd => {
+            LockManager::new(EtcdStore::connect(endpoints).await.map_err(store_error)?)
+        }
+    })
+}
+
+/// The servers of a run.
+pub enum Topology {
+    /// Nothing to start.
+    Memory,
+    /// One `redis-server`.
+    Redis(RedisServer),
+    /// Three primaries with a replica each.
+    RedisCluster(RedisCluster),
+    /// A primary, a replica, three sentinels.
+    RedisSentinel(Sentinels),
+    /// One `memcached`.
+    Memcached(Server),
+    /// The machine's PostgreSQL at this URL.
+    Postgres(tokio_postgres::Config),
+    /// Three members.
+    Etcd(EtcdCluster),
+}
+
+impl Topology {
+    /// Starts what `kind` needs; PostgreSQL is `postgres_url`'s server.
+    pub fn start(kind: StoreKind, postgres_url: &str) -> Result<Topology, String> {
+        let missing = |what: &str| format!("{what} is not installed; see README, \"Reliability\"");
+        Ok(match kind {
+            StoreKind::Memory => Topology::Memory,
+            StoreKind::Redis => {
+                Topology::Redis(RedisServer::start().ok_or_else(|| missing("redis-server"))?)
+            }
+            StoreKind::RedisCluster => Topology::RedisCluster(
+                RedisCluster::start_kept(3, 1).map_err(|e| format!("a Redis cluster: {e}"))?,
+            ),
+            StoreKind::RedisSentinel => {
+                Topology::RedisSentinel(Sentinels::start().ok_or_else(|| missing("redis-server"))?)
+            }
+            StoreKind::Memcached => {
+                Topology::Memcached(crate::memcached::start().ok_or_else(|| missing("memcached"))?)
+            }
+            StoreKind::Postgres => Topology::Postgres(
+                postgres_url
+                    .parse()
+                    .map_err(|e| format!("the PostgreSQL URL {postgres_url:?}: {e}"))?,
+            ),
+            StoreKind::Etcd => Topology::Etcd(
+                EtcdCluster::start_with_or_skip(3, &[]).ok_or_else(|| missing("etcd"))?,
+            ),
+        })
+    }
+
+    /// The `host:port` addresses a worker's traffic to the store goes to,
+    /// one proxy each; empty when the store cannot be proxied.
+    pub fn upstreams(&self) -> Vec<String> {
+        match self {
+            Topology::Redis(server) => vec![format!("127.0.0.1:{}", server.port())],
+            Topology::Memcached(server) => vec![format!("127.0.0.1:{}", server.port)],
+            Topology::Postgres(config) => {
+                let host = match config.get_hosts().first() {
+                    Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+                    _ => "127.0.0.1".to_owned(),
+                };
+                let port = config.get_ports().first().copied().unwrap_or(5432);
+                vec![format!("{host}:{port}")]
+            }
+            Topology::Etcd(cluster) => cluster
+                .urls()
+                .iter()
+                .map(|url| url.trim_start_matches("http://").to_owned())
+                .collect(),
+            Topology::Memory | Topology::RedisCluster(_) | Topology::RedisSentinel(_) => Vec::new(),
+        }
+    }
+
+    /// The endpoints a worker connects to, given the addresses that stand
+    /// for [`upstreams`](Topology::upstreams) (its proxies', or the
+    /// upstreams themselves).
+    pub fn endpoints(&self, addresses: &[String]) -> Vec<String> {
+        match self {
+            Topology::Memory => Vec::new(),
+            Topology::Redis(_) => addresses.iter().map(|a| format!("redis://{a}")).collect(),
+            Topology::Memcached(_) => addresses
+                .iter()
+                .map(|a| format!("memcache://{a}"))
+                .collect(),
+            Topology::Etcd(_) => addresses.iter().map(|a| format!("http://{a}")).collect(),
+            Topology::RedisCluster(cluster) => cluster.urls(),
+            Topology::RedisSentinel(group) => vec![group.url()],
+            Topology::Postgres(config) => {
+                let user = config.get_user().unwrap_or("postgres");
+                let password = config
+                    .get_password()
+                    .map(|password| format!(":{}", String::from_utf8_lossy(password)))
+                    .unwrap_or_default();
+                let database = config.get_dbname().unwrap_or("postgres");
+                addresses
+                    .iter()
+                    .map(|address| {
+                        format!(
+                            "postgres://{user}{password}@{address}/{database}?application_name={STORE_APPLICATION}"
+                        )
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The endpoints without proxies, for the harness's own look at the
+    /// store.
+    pub fn direct_endpoints(&self) -> Vec<String> {
+        self.endpoints(&self.upstreams())
+    }
+
+    /// The fault kinds this store suffers, and those it is spared, each
+    /// with the reason.
+    pub fn faults(&self) -> (Vec<FaultKind>, Vec<(FaultKind, &'static str)>) {
+        let mut supported = Vec::new();
+        let mut skipped = Vec::new();
+        for kind in FaultKind::ALL {
+            match self.skip_reason(kind) {
+                Some(why) => skipped.push((kind, why)),
+                None => supported.push(kind),
+            }
+        }
+        (supported, skipped)
+    }
+
+    fn skip_reason(&self, kind: FaultKind) -> Option<&'static str> {
+        let faketime = Path::new(LIBFAKETIME).exists();
+        match (self, kind) {
+            (_, FaultKind::Clock) if !faketime => {
+                Some("libfaketime is not installed (apt-get install faketime)")
+            }
+            (_, FaultKind::Clock) => None,
+            (Topology::Memory, FaultKind::Pause | FaultKind::Kill) => Some(
+                "the store lives in the worker process: pausing or killing it pauses or ends the store with every holder",
+            ),
+            (Topology::Memory, _) => Some("no server and no network"),
+            (Topology::RedisCluster(_) | Topology::RedisSentinel(_), kind) if kind.network() => {
+                Some(
+                    "clients follow the addresses the servers announce (cluster slots, the sentinels' primary), which a proxy in front of one address does not cover",
+                )
+            }
+            (
+                Topology::Redis(_) | Topology::Memcached(_) | Topology::Postgres(_),
+                FaultKind::Failover,
+            ) => Some("one server: nothing to fail over to"),
+            _ => None,
+        }
+    }
+
+    /// Restarts the store's server, or one of them; says what it did.
+    pub fn restart(&mut self, choice: u64) -> Result<String, String> {
+        match self {
+            Topology::Redis(server) => {
+                server
+                    .restart()
+                    .map_err(|e| format!("restarting Redis: {e}"))?;
+                Ok("redis-server killed and started again, empty".to_owned())
+            }
+            Topology::Memcached(server) => {
+                server
+                    .restart(crate::memcached::ready)
+                    .map_err(|e| format!("restarting memcached: {e}"))?;
+                Ok("memcached killed and started again, empty".to_owned())
+            }
+            Topology::Postgres(config) => terminate_store_connections(config),
+            Topology::Etcd(cluster) => {
+                let leader = cluster.leader_index().map_err(|e| e.to_string())?;
+                let count = cluster.urls().len();
+                let follower = (leader + 1 + (choice as usize % (count - 1))) % count;
+                cluster
+                    .restart(follower)
+                    .map_err(|e| format!("restarting member {follower}: {e}"))?;
+                Ok(format!("follower m{follower} killed and started again"))
+            }
+            Topology::RedisCluster(cluster) => {
+                let primaries = cluster.primary_ports().map_err(|e| e.to_string())?;
+                let port = primaries[choice as usize % primaries.len()];
+                // Back before the cluster calls it down: it returns empty,
+                // and its replica syncs the emptiness.
+                cluster
+                    .kill_node(port)
+                    .and_then(|()| cluster.restart_node(port))
+                    .map_err(|e| format!("restarting primary {port}: {e}"))?;
+                Ok(format!(
+                    "primary {port} killed and started again at once, empty"
+                ))
+            }
+            Topology::RedisSentinel(group) => {
+                let port = group
+                    .stop_replica()
+                    .map_err(|e| format!("stopping the replica: {e}"))?;
+                group
+                    .start_replica(FAILOVER_GUARD)
+                    .map_err(|e| format!("starting the replica again: {e}"))?;
+                Ok(format!("replica {port} killed and started again, empty"))
+            }
+            Topology::Memory => Err("the memory store has no server".to_owned()),
+        }
+    }
+
+    /// Kills the primary (or leader) so another takes over, and brings the
+    /// old one back; says what happened.
+    pub fn failover(&mut self, choice: u64) -> Result<String, String> {
+        match self {
+            Topology::RedisSentinel(group) => {
+                let old = group
+                    .kill_primary()
+                    .map_err(|e| format!("killing the primary: {e}"))?;
+                let new = group
+                    .wait_for_failover(old, FAILOVER_GUARD)
+                    .map_err(|e| format!("waiting for the failover: {e}"))?;
+                group
+                    .bring_back(old, FAILOVER_GUARD)
+                    .map_err(|e| format!("bringing {old} back: {e}"))?;
+                Ok(format!(
+                    "primary {old} killed; {new} promoted; {old} back as its replica"
+                ))
+            }
+            Topology::RedisCluster(cluster) => {
+                let primaries = cluster.primary_ports().map_err(|e| e.to_string())?;
+                let old = primaries[choice as usize % primaries.len()];
+                cluster
+                    .kill_node(old)
+                    .map_err(|e| format!("killing primary {old}: {e}"))?;
+                let new = cluster
+                    .wait_for_promotion(old, FAILOVER_GUARD)
+                    .map_err(|e| format!("waiting for {old}'s replica to take over: {e}"))?;
+                cluster
+                    .restart_node(old)
+                    .map_err(|e| format!("bringing {old} back: {e}"))?;
+                Ok(format!(
+                    "primary {old} killed; {new} promoted; {old} back as its replica"
+                ))
+            }
+            Topology::Etcd(cluster) => {
+                let leader = cluster.leader_index().map_err(|e| e.to_string())?;
+                cluster
+                    .restart(leader)
+                    .map_err(|e| format!("restarting the leader m{leader}: {e}"))?;
+                let now = cluster.leader_index().map_err(|e| e.to_string())?;
+                Ok(format!(
+                    "leader m{leader} killed and started again; m{now} leads"
+                ))
+            }
+            _ => Err("this store has nothing to fail over to".to_owned()),
+        }
+    }
+}
+
+/// PostgreSQL's "restart" as the store sees one: every connection of the
+/// store ended by the server, transactions in flight rolled back. (The
+/// machine's server is shared with the resource and is not restarted.)
+fn terminate_store_connections(config: &tokio_postgres::Config) -> Result<String, String> {
+    let config = config.clone();
+    // A thread and runtime of its own: the caller may be inside a runtime.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(terminate(config))
+    })
+    .join()
+    .map_err(|_| "ending the store's connections panicked".to_owned())?
+}
+
+async fn terminate(config: tokio_postgres::Config) -> Result<String, String> {
+    {
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(|e| format!("connecting to end the store's connections: {e}"))?;
+        tokio::spawn(connection);
+        let row = client
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE application_name = $1",
+                &[&STORE_APPLICATION],
+            )
+            .await
+            .map_err(|e| format!("ending the store's connections: {e}"))?;
+        let ended: i64 = row.get(0);
+        Ok(format!(
+            "{ended} store connections terminated by the server"
+        ))
+    }
+}
