@@ -1,0 +1,317 @@
+//! The fault harness's report catches what it claims to: each figure that
+//! must be 0 is shown to be non-zero on records that break it, written with
+//! the workers' own statements (or, where timing matters, by hand).
+
+use std::time::Duration;
+
+use lock_tests::chaos::report::{Context, Report};
+use lock_tests::chaos::resource::Schema;
+use lock_tests::chaos::run::LeasesLeft;
+use lock_tests::chaos::{FaultKind, StoreKind};
+use lock_tests::postgres::{client, postgres_url};
+use serde_json::Value;
+
+fn context(store: StoreKind) -> Context {
+    Context {
+        store,
+        seed: 1,
+        duration: Duration::from_secs(1),
+        workers: 2,
+        names: 1,
+        ran_for: Duration::from_secs(1),
+        supported: Vec::new(),
+        skipped: Vec::new(),
+        injected: Vec::new(),
+        fault_failures: Vec::new(),
+        leases_left: LeasesLeft::default(),
+    }
+}
+
+/// A schema with one name, and a client on it; `None` when PostgreSQL is
+/// missing (after the notice).
+async fn records() -> Option<(tokio_postgres::Client, Schema)> {
+    let url = postgres_url()?;
+    let client = client(&url).await;
+    let schema = Schema::fresh();
+    schema.create(&client, 1).await.expect("the schema");
+    Some((client, schema))
+}
+
+async fn report(client: &tokio_postgres::Client, schema: &Schema, store: StoreKind) -> Value {
+    let report = Report::compute(client, schema, context(store))
+        .await
+        .expect("the report");
+    schema.drop(client).await.expect("drop the schema");
+    serde_json::from_str(&report.json()).expect("the report is JSON")
+}
+
+/// Claims `n0` with `fence` for `worker`: the interval's id, and the value
+/// read (`None`: refused).
+async fn claim(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    worker: &str,
+    fence: i64,
+) -> (i64, Option<i64>) {
+    let row = client
+        .query_one(&schema.statements().claim, &[&"n0", &worker, &fence])
+        .await
+        .expect("claim");
+    (row.get(0), row.get(1))
+}
+
+/// Writes `value` to `n0` with `fence` for interval `id`: accepted or not.
+async fn write(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    id: i64,
+    fence: i64,
+    value: i64,
+) -> bool {
+    let row = client
+        .query_one(&schema.statements().write, &[&"n0", &fence, &value, &id])
+        .await
+        .expect("write");
+    row.get::<_, Option<i64>>(0).is_some()
+}
+
+// Two holders given the same fence (a store whose counter was lost and
+// handed the number out again): the second reads before the first writes,
+// and both writes land. The report must call the later write stale and
+// count the update it lost.
+#[tokio::test]
+async fn a_fence_handed_out_twice_shows_as_a_stale_write_accepted_and_a_lost_update() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    let (a, read_a) = claim(&client, &schema, "w0#0", 5).await;
+    let (b, read_b) = claim(&client, &schema, "w1#0", 5).await;
+    assert_eq!((read_a, read_b), (Some(0), Some(0)), "both read 0");
+    assert!(write(&client, &schema, b, 5, 1).await, "b's write lands");
+    assert!(
+        write(&client, &schema, a, 5, 1).await,
+        "so does a's: the fence cannot tell them apart"
+    );
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["fenced"]["stale_writes_accepted"], 1, "{json}");
+    assert_eq!(json["fenced"]["lost_updates"], 1, "{json}");
+    let violations = json["violations"].to_string();
+    assert!(violations.contains("stale writes accepted"), "{violations}");
+    assert!(violations.contains("lost updates"), "{violations}");
+}
+
+// The same interleaving with a higher fence for the later holder: the
+// fence rejects the earlier holder's write, and nothing is lost.
+#[tokio::test]
+async fn a_higher_fence_turns_the_same_interleaving_into_a_rejected_stale_write() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    let (a, _) = claim(&client, &schema, "w0#0", 5).await;
+    let (b, _) = claim(&client, &schema, "w1#0", 6).await;
+    assert!(
+        write(&client, &schema, b, 6, 1).await,
+        "the newer write lands"
+    );
+    assert!(
+        !write(&client, &schema, a, 5, 1).await,
+        "the older holder's write is refused"
+    );
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["fenced"]["stale_writes_rejected"], 1, "{json}");
+    assert_eq!(json["fenced"]["stale_writes_accepted"], 0, "{json}");
+    assert_eq!(json["fenced"]["lost_updates"], 0, "{json}");
+    assert_eq!(json["violations"], serde_json::json!([]), "{json}");
+}
+
+// A store that forgot its fence counter hands out a lower fence than one
+// already used: the resource refuses the new holder, which the report
+// must show as fences going back.
+#[tokio::test]
+async fn a_fence_lower_than_one_already_used_shows_as_fences_going_back() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    let (a, _) = claim(&client, &schema, "w0#0", 70).await;
+    assert!(write(&client, &schema, a, 70, 1).await, "the first write");
+    let (_, read) = claim(&client, &schema, "w1#0", 3).await;
+    assert_eq!(read, None, "refused: the row has seen 70");
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["fenced"]["reads_refused_fence_went_back"], 1, "{json}");
+    assert!(
+        json["violations"].to_string().contains("fences went back"),
+        "{json}"
+    );
+}
+
+/// Inserts a plain interval of `n0` for `worker` from `from` to `to`
+/// seconds after a fixed instant.
+async fn plain_interval(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    worker: &str,
+    from: f64,
+    to: f64,
+) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".intervals (name, mode, worker, started, ended)
+                 VALUES ('n0', 'plain', $1,
+                         '2026-01-01'::timestamptz + $2::float8 * interval '1 second',
+                         '2026-01-01'::timestamptz + $3::float8 * interval '1 second')",
+                schema.0
+            ),
+            &[&worker, &from, &to],
+        )
+        .await
+        .expect("interval");
+}
+
+async fn fault(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    kind: FaultKind,
+    target: &str,
+    from: f64,
+    to: f64,
+) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".faults (kind, target, started, ended)
+                 VALUES ($1, $2, '2026-01-01'::timestamptz + $3::float8 * interval '1 second',
+                         '2026-01-01'::timestamptz + $4::float8 * interval '1 second')",
+                schema.0
+            ),
+            &[&kind.name(), &target, &from, &to],
+        )
+        .await
+        .expect("fault");
+}
+
+// Two unfenced sections of one name at once, with no fault to explain
+// them, break the lease model: the report must fail the run.
+#[tokio::test]
+async fn an_overlap_no_fault_explains_fails_the_run() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 1.0).await;
+    plain_interval(&client, &schema, "w1#0", 0.5, 0.7).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    let overlaps = json["unfenced"]["overlaps"].as_array().expect("overlaps");
+    assert_eq!(overlaps.len(), 1, "{json}");
+    assert_eq!(overlaps[0]["cause"], Value::Null, "{json}");
+    assert!(
+        json["violations"]
+            .to_string()
+            .contains("unexplained overlaps"),
+        "{json}"
+    );
+}
+
+// The same overlap while the first holder was paused is the overlap the
+// lease model allows: explained, and not a failure.
+#[tokio::test]
+async fn an_overlap_during_a_pause_of_the_earlier_holder_is_explained_by_it() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 6.0).await;
+    plain_interval(&client, &schema, "w1#0", 4.0, 4.1).await;
+    fault(&client, &schema, FaultKind::Pause, "w0#0", 0.2, 5.2).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    let overlaps = json["unfenced"]["overlaps"].as_array().expect("overlaps");
+    assert_eq!(overlaps.len(), 1, "{json}");
+    assert_eq!(overlaps[0]["cause"], "pause", "{json}");
+    assert_eq!(json["violations"], serde_json::json!([]), "{json}");
+}
+
+/// Inserts an attempt on `n0` by `worker` that waited from `from` to `to`
+/// and gave up.
+async fn busy_attempt(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    worker: &str,
+    from: f64,
+    to: f64,
+) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".attempts (worker, name, mode, wait_started, finished, outcome)
+                 VALUES ($1, 'n0', 'plain',
+                         '2026-01-01'::timestamptz + $2::float8 * interval '1 second',
+                         '2026-01-01'::timestamptz + $3::float8 * interval '1 second', 'busy')",
+                schema.0
+            ),
+            &[&worker, &from, &to],
+        )
+        .await
+        .expect("attempt");
+}
+
+// A waiter that was waiting when the lock was released, and still waiting
+// well after, with the lock free all along: a lost wakeup.
+#[tokio::test]
+async fn a_waiter_left_waiting_after_a_release_is_counted() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
+    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
+    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["waiters_slept_past_release"], 1, "{json}");
+    assert!(
+        json["violations"]
+            .to_string()
+            .contains("slept past a release"),
+        "{json}"
+    );
+}
+
+// Memcached has no cross-process wakeups: the same record is shown, but
+// it is what that store does, not a failure.
+#[tokio::test]
+async fn a_waiter_left_waiting_on_memcached_is_shown_but_expected() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
+    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
+    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    let json = report(&client, &schema, StoreKind::Memcached).await;
+    assert_eq!(json["waiters_slept_past_release"], 1, "{json}");
+    assert_eq!(json["violations"], serde_json::json!([]), "{json}");
+}
+
+// A holder killed while it held the lock, and nobody took the name for
+// far longer than the TTL: a stuck lock.
+#[tokio::test]
+async fn a_name_untaken_long_after_its_holder_was_killed_is_stuck() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
+                 VALUES ('n0', 'plain', 'w0#0', '2026-01-01'::timestamptz)",
+                schema.0
+            ),
+            &[],
+        )
+        .await
+        .expect("an interval its holder never closed");
+    fault(&client, &schema, FaultKind::Kill, "w0#0", 0.5, 0.5).await;
+    plain_interval(&client, &schema, "w1#0", 20.0, 20.1).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["stuck_names"], 1, "{json}");
+    let measured = &json["unavailable_after_holder_lost"][0]["seconds"];
+    assert!(
+        measured.as_f64().is_some_and(|s| (s - 19.5).abs() < 0.01),
+        "19.5 s untaken: {json}"
+    );
+}
