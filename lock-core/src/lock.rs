@@ -133,8 +133,12 @@ impl Lock {
 
     /// The same lock, with a fencing token per acquisition (see
     /// [`LockGuard::fence`]): a number that strictly increases per lock name,
-    /// for systems that must reject writes from a stale holder. Stores that
-    /// cannot keep one make acquire fail with [`Error::FencingUnsupported`].
+    /// for systems that must reject writes from a stale holder. Only the
+    /// order means anything: tokens need not be consecutive (on Redis each
+    /// is at least the server's clock in microseconds, so that a restart
+    /// that forgets the counter does not start it again below tokens
+    /// already handed out). Stores that cannot keep one make acquire fail
+    /// with [`Error::FencingUnsupported`].
     pub fn fenced(mut self) -> Self {
         self.options.fenced = true;
         self

@@ -7,7 +7,7 @@
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use lock_core::{Error, LockManager, RedisConfig, RedisStore};
+use lock_core::{Error, Lock, LockManager, RedisConfig, RedisStore};
 use lock_tests::children::{self, Children, read_line, reports};
 use lock_tests::harness::{self, RedisServer};
 use redis::AsyncCommands;
@@ -315,6 +315,125 @@ async fn a_redis_restart_gives_errors_during_the_outage_and_the_same_store_recov
         .expect("task")
         .expect("acquire");
     assert!(woken.is_some(), "the waiter must get the released lock");
+}
+
+/// One turn of a fenced lock: acquire, note the token, release. Retried
+/// while the store is still finding a restarted server again.
+async fn fenced_turn(lock: &Lock) -> u64 {
+    let deadline = Instant::now() + HANG_GUARD;
+    let guard = loop {
+        match lock.acquire().await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("nobody else takes `{}`, yet it was held", lock.name()),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet recovered: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the store did not recover within {HANG_GUARD:?}: {e}"),
+        }
+    };
+    let fence = guard.fence().expect("a fenced lock has a token");
+    assert!(guard.release().await.expect("release"), "it was ours");
+    fence
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fencing_token_after_a_restart_that_lost_the_counter_exceeds_every_earlier_one() {
+    // A resource guarded by fencing keeps the highest token it has seen and
+    // refuses writes that carry a lower one. A Redis without persistence
+    // forgets the fencing counter when it restarts (and a promoted replica
+    // that missed the last writes holds an older count): if counting began
+    // again from 1, every new holder would carry a token below one already
+    // handed out, and the resource would refuse them all until the count
+    // caught up, an outage made by the very mechanism meant for safety.
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let config = RedisConfig::new().timeout(Duration::from_secs(1));
+    let store = RedisStore::connect_with(&server.url(), config)
+        .await
+        .expect("connect");
+    let locks = LockManager::new(store).with_prefix(unique("fence-restart"));
+    let lock = locks.lock("job", LONG).fenced();
+    let mut before = Vec::new();
+    for _ in 0..3 {
+        before.push(fenced_turn(&lock).await);
+    }
+    assert!(
+        before.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens strictly increase while the server runs: {before:?}"
+    );
+
+    server
+        .restart()
+        .expect("restart redis-server with an empty dataset");
+    let after = fenced_turn(&lock).await;
+    let highest = before.iter().copied().max().unwrap_or_default();
+    assert!(
+        after > highest,
+        "after a restart that lost the fencing counter, the next token ({after}) must exceed \
+         every token handed out before it ({before:?}): a resource that keeps the highest \
+         token it has seen would otherwise refuse every new holder"
+    );
+    let next = fenced_turn(&lock).await;
+    assert!(
+        next > after,
+        "tokens go on increasing from there: {next} after {after}"
+    );
+}
+
+/// The server's clock, in microseconds since the epoch (`TIME`).
+async fn server_micros(data: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(data).await.expect("TIME");
+    seconds * 1_000_000 + micros
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fencing_token_from_the_servers_clock_is_exact_and_the_count_goes_on_from_it() {
+    // A fenced lock whose counter is gone (here deleted; in production lost
+    // to a restart) takes its next token from the server's clock in
+    // microseconds, about 1.8e15. Lua numbers are doubles: the token must
+    // still come back exactly, and the counter must be stored as a plain
+    // integer, or the next INCR fails ("value is not an integer") and with
+    // it every later acquire of the name. A counter ahead of the clock (a
+    // clock stepped back) must keep counting up from itself.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let prefix = unique("fence-clock");
+    let locks =
+        LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(&prefix);
+    let counter = format!("{{{prefix}job}}:fence");
+    let lock = locks.lock("job", LONG).fenced();
+    let mut data = data_connection(&url).await;
+
+    let earliest = server_micros(&mut data).await;
+    let fence = fenced_turn(&lock).await;
+    let latest = server_micros(&mut data).await;
+    assert!(
+        (earliest..=latest).contains(&fence),
+        "a token issued with no counter is the server's clock in microseconds: \
+         {fence} is not within {earliest}..={latest}"
+    );
+    let stored: String = data.get(&counter).await.expect("read the counter");
+    assert_eq!(
+        stored,
+        fence.to_string(),
+        "the counter holds the token as a plain integer, for INCR to go on from"
+    );
+
+    let ahead = latest + 3_600_000_000;
+    let _: () = data
+        .set(&counter, ahead)
+        .await
+        .expect("move the counter ahead");
+    let next = fenced_turn(&lock).await;
+    assert_eq!(
+        next,
+        ahead + 1,
+        "a counter ahead of the clock counts on from itself, never back to the clock"
+    );
+    let _: () = data.del(&counter).await.expect("clean up");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,7 +102,7 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// | operation | script |
 /// |---|---|
 /// | acquire | the native `SET key token NX PX ttl`, no script |
-/// | acquire, waiting, after that `SET` failed; or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, `INCR` of its counter |
+/// | acquire, waiting, after that `SET` failed; or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, the next [fencing token](#fencing-tokens) from its counter and `TIME` |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` on the key's channel |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
 ///
@@ -116,9 +116,9 @@ const WAITERS_MARGIN_MS: u64 = 250;
 ///
 /// A lease for the store key `lock:reports:acme` lives in the Redis key
 /// `{lock:reports:acme}`, and the marker "somebody waits for it" in
-/// `{lock:reports:acme}:waiters`; a fenced lock's counter lives in
-/// `{lock:reports:acme}:fence`, which never expires (one small key per fenced
-/// name). The braces make the whole store key the
+/// `{lock:reports:acme}:waiters`; a fenced lock's counter (the last token
+/// handed out) lives in `{lock:reports:acme}:fence`, which never expires
+/// (one small key per fenced name). The braces make the whole store key the
 /// [hash tag], so both keys of one script are always in one cluster slot
 /// (no `CROSSSLOT`), while different lock names spread across slots. A `}`
 /// inside a name would end the tag early, so `%` and `}` in the store key are
@@ -126,6 +126,40 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// whatever characters it contains.
 ///
 /// [hash tag]: https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags
+///
+/// # Fencing tokens
+///
+/// A fenced acquire takes its token in the same script as its `SET`: one
+/// more than the name's counter, or the server's clock in microseconds
+/// (`TIME`) when that is higher, and stores it back as the counter. Tokens
+/// therefore look like `1796571532858178` (microseconds since 1970), not
+/// 1, 2, 3; only their order means anything. A script that reads `TIME`
+/// and then writes needs Redis to replicate its effects rather than the
+/// script: the default since Redis 5, the only mode since Redis 7.
+///
+/// The clock is there because the counter is only as durable as Redis. A
+/// restart without persistence forgets it, and a replica promoted before
+/// it received the last writes holds an older count; counting from there
+/// would hand new holders tokens below ones already handed out, and a
+/// resource that keeps the highest token it has seen would refuse every
+/// new holder until the count caught up:
+///
+/// ```text
+///                 tokens handed out                   | counter lost | next token
+/// counter only:   41, 42                              | restart      | 1, refused (below 42)
+/// with the clock: 1796571532858178, 1796571532859002  | restart      | 1796571541207349
+/// ```
+///
+/// The guarantee, stated honestly: while the counter lives, each token is
+/// above the last whatever the clock does (a clock behind the counter
+/// changes nothing: counting goes on from the counter). Once the counter is
+/// lost, the next tokens come from the server's clock, and exceed every
+/// earlier token as long as that clock (after a failover, the new
+/// primary's) is not behind the one that issued them by more than the
+/// outage lasted. A clock set back further hands out lower tokens until it
+/// catches up, as the counter alone did. A name fenced by an earlier
+/// release of lock-core, whose tokens counted from 1, jumps to the clock at
+/// its next acquire: still upwards.
 ///
 /// # Waking waiters without polling
 ///

@@ -4,9 +4,29 @@
 --       "1" when the caller wants a fencing token.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
 --         {0, remaining ms} when held.
+
+-- The next fencing token of the counter `key`, stored back in it: one more
+-- than the last, and never below the server's clock in microseconds. The
+-- clock is what keeps tokens increasing when the counter is lost (a restart
+-- without persistence, a promoted replica that missed the last writes):
+-- counting again from 1 would fall below tokens already handed out, while
+-- the clock has moved on past them, unless it was set back by more than
+-- the outage lasted. About 1.8e15: exact in a Lua number (a double, exact
+-- up to 2^53, which the clock passes in the year 2255).
+local function next_fence(key)
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local fence = math.max(tonumber(redis.call('GET', key) or '0') + 1, now)
+  -- Written out in digits: tostring() would give 1.7965714985971e+15,
+  -- which drops the last digits and which INCR (in an earlier release of
+  -- this script) refuses as not an integer.
+  redis.call('SET', key, string.format('%.0f', fence))
+  return fence
+end
+
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' then
-    return {1, redis.call('INCR', KEYS[3])}
+    return {1, next_fence(KEYS[3])}
   end
   return {1, 0}
 end
