@@ -92,7 +92,7 @@ pub struct Report {
     /// Per fault (kind, target): how long the names its target held stayed
     /// untaken, the longest; `None`: never taken before the run ended.
     unavailable: Vec<(FaultKind, String, Option<Duration>)>,
-    slept_past_release: i64,
+    slept_past_release: Vec<Slept>,
     errors: Vec<(String, i64)>,
 }
 
@@ -260,7 +260,10 @@ impl Report {
         );
         check("stuck names", self.stuck() as i64);
         if self.context.store.wakes_across_processes() {
-            check("waiters that slept past a release", self.slept_past_release);
+            check(
+                "waiters that slept past a release",
+                self.slept_past_release.len() as i64,
+            );
         }
         check(
             "unexplained overlaps",
@@ -412,8 +415,24 @@ impl Report {
         let _ = writeln!(
             t,
             "  waiters that slept past a release  {}   {wake}",
-            self.slept_past_release
+            self.slept_past_release.len()
         );
+        for slept in &self.slept_past_release {
+            let _ = writeln!(
+                t,
+                "    {} released by {} at {:.1} s, free for {:.1} s while {} waited; faults nearby: {}",
+                slept.lock,
+                slept.holder,
+                slept.at,
+                slept.free_for,
+                slept.waiter,
+                if slept.nearby.is_empty() {
+                    "none".to_owned()
+                } else {
+                    slept.nearby.join(", ")
+                }
+            );
+        }
         if !self.errors.is_empty() {
             let _ = writeln!(
                 t,
@@ -512,7 +531,15 @@ impl Report {
                 json!({"fault": kind.name(), "target": target, "seconds": took.map(|d| d.as_secs_f64())})
             }).collect::<Vec<_>>(),
             "stuck_names": self.stuck(),
-            "waiters_slept_past_release": self.slept_past_release,
+            "waiters_slept_past_release": self.slept_past_release.len(),
+            "waiters_slept_past_release_list": self.slept_past_release.iter().map(|slept| json!({
+                "lock": slept.lock,
+                "holder": slept.holder,
+                "waiter": slept.waiter,
+                "released_at_s": slept.at,
+                "free_for_s": slept.free_for,
+                "faults_nearby": slept.nearby,
+            })).collect::<Vec<_>>(),
             "errors": self.errors.iter().map(|(m, n)| json!({"message": m, "count": n})).collect::<Vec<_>>(),
             "violations": self.violations(),
         });
@@ -570,6 +597,15 @@ impl Faults {
                 .iter()
                 .position(|telling| telling == kind)
             })
+    }
+
+    /// The faults active within `margin` seconds of `at`, as `kind target`.
+    fn near(&self, at: f64, margin: f64) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, _, started, ended)| *started <= at + margin && *ended >= at - margin)
+            .map(|(kind, target, ..)| format!("{kind} {target}"))
+            .collect()
     }
 
     /// Whether a pause or partition of one of `workers`, or a store-wide
@@ -679,11 +715,28 @@ async fn unavailability(
         .collect())
 }
 
+/// A release after which the lock stayed free while another worker waited.
+#[derive(Clone, Debug)]
+pub struct Slept {
+    /// The name and mode.
+    pub lock: String,
+    /// Who released it.
+    pub holder: String,
+    /// Who waited (the first of them).
+    pub waiter: String,
+    /// When, in seconds from the first call of the run.
+    pub at: f64,
+    /// How long it then stayed free.
+    pub free_for: f64,
+    /// The faults within 3 s of the release (`kind target`).
+    pub nearby: Vec<String>,
+}
+
 /// Releases after which the lock stayed free for longer than
 /// [`WAKE_SLACK`] although another worker was waiting for it. The window
 /// is excused when a pause or partition of the releasing or the waiting
 /// worker, or a store-wide fault, was active in it.
-async fn slept_past_release(client: &Client, s: &str) -> Result<i64, String> {
+async fn slept_past_release(client: &Client, s: &str) -> Result<Vec<Slept>, String> {
     let faults = Faults::read(client, s).await?;
     let rows = client
         .query(
@@ -700,18 +753,21 @@ async fn slept_past_release(client: &Client, s: &str) -> Result<i64, String> {
                                     a.finished) AS served
                     FROM \"{s}\".attempts a)
                  SELECT r.worker, w.worker, extract(epoch FROM r.released)::float8,
-                        extract(epoch FROM coalesce(r.next, clock_timestamp()))::float8
+                        extract(epoch FROM coalesce(r.next, clock_timestamp()))::float8,
+                        r.name || ' ' || r.mode,
+                        extract(epoch FROM (SELECT min(wait_started) FROM \"{s}\".attempts))::float8
                  FROM rel r JOIN waits w ON w.name = r.name AND w.mode = r.mode
                    AND w.worker <> r.worker AND w.wait_started < r.released
                    AND w.served > r.released + $1::float8 * interval '1 second'
-                 WHERE coalesce(r.next, clock_timestamp()) > r.released + $1::float8 * interval '1 second'"
+                 WHERE coalesce(r.next, clock_timestamp()) > r.released + $1::float8 * interval '1 second'
+                 ORDER BY r.released"
             ),
             &[&WAKE_SLACK.as_secs_f64()],
         )
         .await
         .map_err(|e| format!("finding waiters that slept past a release: {e}"))?;
     let mut seen = std::collections::HashSet::new();
-    let mut count = 0;
+    let mut slept = Vec::new();
     for row in &rows {
         let (holder, waiter): (String, String) = (row.get(0), row.get(1));
         let (released, next): (f64, f64) = (row.get(2), row.get(3));
@@ -719,9 +775,18 @@ async fn slept_past_release(client: &Client, s: &str) -> Result<i64, String> {
             continue;
         }
         // One per release, however many waited.
-        if seen.insert((holder, released.to_bits())) {
-            count += 1;
+        if !seen.insert((holder.clone(), released.to_bits())) {
+            continue;
         }
+        let origin: f64 = row.get::<_, Option<f64>>(5).unwrap_or(released);
+        slept.push(Slept {
+            lock: row.get(4),
+            holder,
+            waiter,
+            at: released - origin,
+            free_for: next - released,
+            nearby: faults.near(released, 3.0),
+        });
     }
-    Ok(count)
+    Ok(slept)
 }
