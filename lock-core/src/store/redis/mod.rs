@@ -255,7 +255,8 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// What the failover tests measured: in 30 rounds where the replica was
 /// behind when a lease was granted and the primary was then killed, the
 /// promotion lost all 30 leases without acks (the next holder was granted
-/// the name, with a repeated fencing token) and none with
+/// the name, though with a higher fencing token: the promoted replica's
+/// counter was behind, its clock was not) and none with
 /// `replica_acks(1, ...)`. One task's uncontended pairs ran at 0.95x to
 /// 1.0x the same commands sent by hand.
 ///
