@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::guard::{GiveBack, give_back};
-use crate::lease::{LockId, held_by_this_task};
+use crate::lease::{LockId, held_by_this_task, local_deadline};
 #[cfg(feature = "metrics")]
 pub(crate) use crate::metrics::Labels;
 use crate::store::{AcquireRequest, Attempt, Wakeup, Woken, store_ttl, validate_ttl};
@@ -224,7 +224,10 @@ impl Lock {
     ///   per-process store;
     /// - [`Error::Contended`] when somebody else held it and the lock was set
     ///   to [`OnContended::Error`];
-    /// - [`Error::Store`] when the store fails.
+    /// - [`Error::Store`] when the store fails, or answers only after the
+    ///   lease it took has run out (its local deadline, counted from just
+    ///   before the request was sent, has passed): no guard for a lease
+    ///   that may already be someone else's; the lease is given back.
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
         if self.reentered() {
             return Err(Error::Reentrant {
@@ -325,6 +328,25 @@ impl Lock {
                         // is dropped here, or the store fails, it is given back.
                         let in_flight = InFlight::new(store, slot, &token, ttl);
                         let attempt = store.acquire(attempt).await?;
+                        if let Attempt::Acquired { .. } = attempt {
+                            // A reply can come after the lease it reports
+                            // ran out (replies queued on a slow link): the
+                            // lock may be someone else's by now. No guard
+                            // then; the lease, if it still exists, is given
+                            // back as the in-flight guard drops.
+                            let answered = request.sent.elapsed();
+                            if Instant::now() >= local_deadline(request.sent, ttl, &**store) {
+                                drop(in_flight);
+                                return Err(Error::Store {
+                                    operation: "acquire",
+                                    key: slot.to_string(),
+                                    source: format!(
+                                        "the store answered after {answered:?}, when the lease of {ttl:?} had already run out; the lease was given back: use a longer ttl, or find why the store answers this slowly"
+                                    )
+                                    .into(),
+                                });
+                            }
+                        }
                         in_flight.landed();
                         attempt
                     }

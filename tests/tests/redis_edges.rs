@@ -544,3 +544,58 @@ async fn concurrent_unacknowledged_acquires_each_fail_as_not_replicated_and_leav
         assert!(!held, "{name}: a refused acquire's lease was left held");
     }
 }
+
+/// A reply can arrive after the lease it reports has already run out: a
+/// link that queues replies, a server stalled between the `SET` and its
+/// answer. Handing that caller a guard would let it work while the lock is
+/// free for anyone (the fault harness saw exactly this under a 300 ms-per-
+/// reply delay: a plain holder ran alongside the next one). Here every
+/// reply is held back 400 ms and the lease lasts 200 ms: the acquire must
+/// fail saying why, not return a guard, and another caller takes the lock
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_comes_after_its_lease_ran_out_hands_out_no_guard() {
+    let Some((server, proxy, slow)) = behind_a_proxy().await else {
+        return;
+    };
+    let prefix = unique("late-reply");
+    let slow = slow.with_prefix(&prefix);
+    let direct = LockManager::new(
+        RedisStore::connect(&server.url())
+            .await
+            .expect("a direct connection"),
+    )
+    .with_prefix(&prefix);
+    proxy.set_delay(Duration::from_millis(400));
+    let ttl = Duration::from_millis(200);
+    let outcome = tokio::time::timeout(HANG_GUARD, slow.lock("late", ttl).acquire())
+        .await
+        .expect("the acquire ends");
+    proxy.set_delay(Duration::ZERO);
+    match outcome {
+        Ok(Some(_guard)) => {
+            let other = direct.lock("late", LONG).acquire().await.expect("acquire");
+            panic!(
+                "a guard for a lease that ran out before its reply came (another caller {} the lock at the same time)",
+                if other.is_some() {
+                    "took"
+                } else {
+                    "did not take"
+                }
+            );
+        }
+        Ok(None) => panic!("nobody else held the lock: None says the wrong thing"),
+        Err(error) => assert!(
+            error.chain().to_string().contains("run out"),
+            "the error says the lease ran out before the answer: {}",
+            error.chain()
+        ),
+    }
+    let other = direct
+        .lock("late", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the lock is free for the next caller");
+    other.release().await.expect("release");
+}
