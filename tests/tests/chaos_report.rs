@@ -23,6 +23,7 @@ fn context(store: StoreKind) -> Context {
         skipped: Vec::new(),
         injected: Vec::new(),
         fault_failures: Vec::new(),
+        faults_left_out: 0,
         leases_left: LeasesLeft::default(),
     }
 }
@@ -314,4 +315,21 @@ async fn a_name_untaken_long_after_its_holder_was_killed_is_stuck() {
         measured.as_f64().is_some_and(|s| (s - 19.5).abs() < 0.01),
         "19.5 s untaken: {json}"
     );
+}
+
+// A waiter whose connections were being cut could not hear the release
+// (its subscription reconnects with backoff): the wait is excused, as
+// under a partition.
+#[tokio::test]
+async fn a_waiter_whose_connections_were_being_cut_is_excused() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
+    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
+    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    fault(&client, &schema, FaultKind::Drop, "w1#0", -2.0, 1.0).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["waiters_slept_past_release"], 0, "{json}");
+    assert_eq!(json["violations"], serde_json::json!([]), "{json}");
 }

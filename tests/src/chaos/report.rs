@@ -8,7 +8,7 @@
 //! | fenced reads refused | 0 | a new holder whose fence was lower than one the row had already seen: the store's fences went back |
 //! | leases left after the clean stop | 0 | the store, checked name by name once every worker has stopped |
 //! | stuck names | 0 | a name still untaken `TTL` + slack after its holder was killed, paused or cut off |
-//! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (pauses, partitions and store-wide faults excused; memcached has no cross-process wakeups) |
+//! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (a pause, partition or cut connections of either worker, and store-wide faults, excused; memcached has no cross-process wakeups) |
 //! | unexplained overlaps | 0 | two plain critical sections of one name at once with no fault to explain it |
 //! | fault kinds never injected | 0 | a kind the store suffers that the run did not manage to inject |
 
@@ -57,6 +57,9 @@ pub struct Context {
     pub injected: Vec<Injected>,
     /// Faults that could not be injected, with why.
     pub fault_failures: Vec<String>,
+    /// Faults left out because their target was still under an earlier
+    /// one.
+    pub faults_left_out: usize,
     /// What the clean stop left.
     pub leases_left: LeasesLeft,
 }
@@ -315,6 +318,13 @@ impl Report {
         for (kind, why) in &c.skipped {
             let _ = writeln!(t, "  {:<10} skipped: {why}", kind.name());
         }
+        if c.faults_left_out > 0 {
+            let _ = writeln!(
+                t,
+                "  ({} more left out: their target was still under an earlier fault)",
+                c.faults_left_out
+            );
+        }
         for failure in &c.fault_failures {
             let _ = writeln!(t, "  FAILED     {failure}");
         }
@@ -508,6 +518,7 @@ impl Report {
                 "injected": self.injected_by_kind().into_iter().map(|(k, n)| (k.name().to_owned(), n)).collect::<BTreeMap<_, _>>(),
                 "skipped": c.skipped.iter().map(|(k, why)| (k.name().to_owned(), *why)).collect::<BTreeMap<_, _>>(),
                 "failed": c.fault_failures,
+                "left_out": c.faults_left_out,
                 "list": c.injected.iter().map(|f| json!({"kind": f.kind.name(), "target": f.target, "detail": f.detail})).collect::<Vec<_>>(),
             },
             "fenced": {
@@ -608,13 +619,16 @@ impl Faults {
             .collect()
     }
 
-    /// Whether a pause or partition of one of `workers`, or a store-wide
-    /// fault, was active between `from` and `to`.
+    /// Whether one of `workers` was paused, partitioned or having its
+    /// connections cut (so it could not hear or send a release), or a
+    /// store-wide fault was on, between `from` and `to`.
     fn excuses(&self, workers: &[&str], from: f64, to: f64) -> bool {
         self.0.iter().any(|(kind, target, started, ended)| {
             let relevant = kind.store_wide()
-                || (matches!(kind, FaultKind::Pause | FaultKind::Partition)
-                    && workers.contains(&target.as_str()));
+                || (matches!(
+                    kind,
+                    FaultKind::Pause | FaultKind::Partition | FaultKind::Drop
+                ) && workers.contains(&target.as_str()));
             relevant && *started <= to && *ended >= from
         })
     }
@@ -734,8 +748,10 @@ pub struct Slept {
 
 /// Releases after which the lock stayed free for longer than
 /// [`WAKE_SLACK`] although another worker was waiting for it. The window
-/// is excused when a pause or partition of the releasing or the waiting
-/// worker, or a store-wide fault, was active in it.
+/// is excused when the releasing or the waiting worker was paused,
+/// partitioned or having its connections cut in it (a waiter whose
+/// subscription keeps being cut reconnects with backoff, and hears nothing
+/// meanwhile), or a store-wide fault was on.
 async fn slept_past_release(client: &Client, s: &str) -> Result<Vec<Slept>, String> {
     let faults = Faults::read(client, s).await?;
     let rows = client

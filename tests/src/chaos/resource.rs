@@ -20,10 +20,12 @@ use tokio_postgres::{Client, NoTls};
 pub struct Schema(pub String);
 
 impl Schema {
-    /// A fresh schema name for this run.
+    /// A fresh schema name for this run. It starts like the test
+    /// processes' schemas (`lock_tests_<pid>_`), so that the tests' cleanup
+    /// drops it once this process is gone, whatever ended it.
     pub fn fresh() -> Schema {
         Schema(format!(
-            "chaos_{}_{:08x}",
+            "lock_tests_{}_chaos_{:08x}",
             std::process::id(),
             rand::random::<u32>()
         ))

@@ -33,7 +33,8 @@ pub struct Options {
     pub workers: usize,
     /// `--names` (default 4).
     pub names: usize,
-    /// `--keep`: leave the run's schema in PostgreSQL for a closer look.
+    /// `--keep`: leave the run's records in PostgreSQL for a closer look
+    /// (until a later test process's cleanup drops the schema).
     pub keep: bool,
 }
 
@@ -100,6 +101,22 @@ struct Slot {
     proxies: Vec<Proxy>,
     endpoints: Vec<String>,
     faketime: Option<PathBuf>,
+}
+
+impl Drop for Slot {
+    /// On every way out, a clean stop included (where the worker is gone
+    /// already): no worker left running, or left stopped by a pause, and no
+    /// clock file left behind.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = crate::server::signal(child.id(), "-CONT");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(file) = &self.faketime {
+            let _ = std::fs::remove_file(file);
+        }
+    }
 }
 
 /// What every fault task shares.
@@ -208,8 +225,7 @@ async fn orchestrate(options: Options) -> Result<Report, String> {
         store_lane: Mutex::new(()),
         started: Instant::now(),
     });
-    let outcome = play(&run, &plan).await;
-    let (injected, failures) = outcome;
+    let played = play(&run, &plan).await;
     let leases_left = stop(&run).await?;
     let context = Context {
         store: options.store,
@@ -220,8 +236,9 @@ async fn orchestrate(options: Options) -> Result<Report, String> {
         ran_for: run.started.elapsed(),
         supported,
         skipped,
-        injected,
-        fault_failures: failures,
+        injected: played.injected,
+        fault_failures: played.failures,
+        faults_left_out: played.left_out,
         leases_left,
     };
     let report = Report::compute(&run.admin, &run.schema, context).await?;
@@ -364,9 +381,17 @@ async fn wait_ready(slot: &mut Slot) -> Result<(), String> {
     }
 }
 
-/// Plays the schedule; returns what was injected and the faults that could
-/// not be.
-async fn play(run: &Arc<Run>, plan: &[Planned]) -> (Vec<Injected>, Vec<String>) {
+/// What playing the schedule came to.
+struct Played {
+    injected: Vec<Injected>,
+    /// Faults that failed, with why.
+    failures: Vec<String>,
+    /// Faults left out, their target busy with an earlier one.
+    left_out: usize,
+}
+
+/// Plays the schedule.
+async fn play(run: &Arc<Run>, plan: &[Planned]) -> Played {
     let mut tasks = tokio::task::JoinSet::new();
     let mut choices = Rng::new(run.options.seed ^ 0x5eed);
     for planned in plan {
@@ -383,9 +408,11 @@ async fn play(run: &Arc<Run>, plan: &[Planned]) -> (Vec<Injected>, Vec<String>) 
     }
     let mut injected = Vec::new();
     let mut failures = Vec::new();
+    let mut left_out = 0;
     while let Some(done) = tasks.join_next().await {
         match done {
-            Ok(Ok(fault)) => injected.push(fault),
+            Ok(Ok(Some(fault))) => injected.push(fault),
+            Ok(Ok(None)) => left_out += 1,
             Ok(Err(e)) => {
                 log(run.started, &format!("FAULT FAILED {e}"));
                 failures.push(e);
@@ -395,7 +422,11 @@ async fn play(run: &Arc<Run>, plan: &[Planned]) -> (Vec<Injected>, Vec<String>) 
     }
     let quiet_from = Instant::now();
     tokio::time::sleep_until((run.started + run.options.duration).max(quiet_from + QUIET)).await;
-    (injected, failures)
+    Played {
+        injected,
+        failures,
+        left_out,
+    }
 }
 
 /// The workers that hold a lock now (an interval open, started in the last
@@ -412,10 +443,28 @@ async fn holders(run: &Run) -> Vec<String> {
     }
 }
 
+/// How long a fault that is not required waits for its target (a worker,
+/// or the store) to be free of the fault before it; past that it is left
+/// out, so that slow faults do not pile up and stretch the run.
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// `lane`'s lock: waited for when `required`, else for [`PATIENCE`].
+async fn take<'a, T>(lane: &'a Mutex<T>, required: bool) -> Option<tokio::sync::MutexGuard<'a, T>> {
+    if required {
+        Some(lane.lock().await)
+    } else {
+        tokio::time::timeout(PATIENCE, lane.lock()).await.ok()
+    }
+}
+
 /// The slot for a fault on a holder: the first slot from `preferred` on
 /// whose worker holds a lock and has no fault running, looked for over 2 s;
-/// else `preferred`, once it is free.
-async fn holder_slot(run: &Run, preferred: usize) -> tokio::sync::MutexGuard<'_, Slot> {
+/// else `preferred`, once it is free (see [`take`]).
+async fn holder_slot(
+    run: &Run,
+    preferred: usize,
+    required: bool,
+) -> Option<tokio::sync::MutexGuard<'_, Slot>> {
     let count = run.slots.len();
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
@@ -424,13 +473,13 @@ async fn holder_slot(run: &Run, preferred: usize) -> tokio::sync::MutexGuard<'_,
             let index = (preferred + offset) % count;
             if let Ok(slot) = run.slots[index].try_lock() {
                 if holding.contains(&slot.label) {
-                    return slot;
+                    return Some(slot);
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    run.slots[preferred % count].lock().await
+    take(&run.slots[preferred % count], required).await
 }
 
 /// Records the start of a fault on the server's clock; returns its id.
@@ -464,10 +513,14 @@ async fn fault_ended(run: &Run, id: i64, detail: &str) -> Result<(), String> {
 /// out under its holder.
 const OUTAGE: Duration = Duration::from_secs(TTL.as_secs() + 2);
 
-async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Injected, String> {
+/// Injects one fault: `None` when it was left out, its target still busy
+/// with an earlier one.
+async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Option<Injected>, String> {
     let kind = planned.kind;
     if kind.store_wide() {
-        let _lane = run.store_lane.lock().await;
+        let Some(_lane) = take(&run.store_lane, planned.required).await else {
+            return Ok(None);
+        };
         let id = fault_started(run, kind, "store").await?;
         log(run.started, &format!("{kind} of the store"));
         let topology = Arc::clone(&run.topology);
@@ -486,16 +539,19 @@ async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Injected, St
         if detail.starts_with("FAILED") {
             return Err(detail);
         }
-        return Ok(Injected {
+        return Ok(Some(Injected {
             kind,
             target: "store".to_owned(),
             detail,
-        });
+        }));
     }
-    let mut slot = if kind == FaultKind::Clock {
-        run.slots[0].lock().await
+    let slot = if kind == FaultKind::Clock {
+        take(&run.slots[0], planned.required).await
     } else {
-        holder_slot(run, planned.worker).await
+        holder_slot(run, planned.worker, planned.required).await
+    };
+    let Some(mut slot) = slot else {
+        return Ok(None);
     };
     let target = slot.label.clone();
     let id = fault_started(run, kind, &target).await?;
@@ -518,11 +574,11 @@ async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Injected, St
             spawn_worker(&mut slot, &run.options, &run.schema, &run.resource)?;
             wait_ready(&mut slot).await?;
             log(run.started, &format!("{} replaces {target}", slot.label));
-            return Ok(Injected {
+            return Ok(Some(Injected {
                 kind,
                 target,
                 detail: format!("SIGKILL; {} took its place", slot.label),
-            });
+            }));
         }
         FaultKind::Delay => {
             let delay = Duration::from_millis(300);
@@ -573,11 +629,11 @@ async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Injected, St
         FaultKind::Restart | FaultKind::Failover => unreachable!("store-wide faults return above"),
     };
     fault_ended(run, id, &detail).await?;
-    Ok(Injected {
+    Ok(Some(Injected {
         kind,
         target,
         detail,
-    })
+    }))
 }
 
 /// Stops every worker cleanly (its standard input closed: it finishes the

@@ -51,6 +51,10 @@ pub struct Planned {
     pub kind: FaultKind,
     /// The worker to prefer (the run takes the first holder from here on).
     pub worker: usize,
+    /// Of the first round, which injects every kind once: it waits for its
+    /// target to be free of earlier faults. The others are left out when
+    /// their target is still busy a while after their time.
+    pub required: bool,
 }
 
 /// How long the workload runs before the first fault: every worker
@@ -95,6 +99,7 @@ pub fn plan(seed: u64, duration: Duration, kinds: &[FaultKind], workers: usize) 
                 at: WARM_UP + step * i as u32 + jitter,
                 kind,
                 worker: rng.below(workers as u64) as usize,
+                required: i < first_round.len(),
             }
         })
         .collect()
@@ -130,6 +135,16 @@ mod tests {
         assert!(
             faults.iter().all(|fault| kinds.contains(&fault.kind)),
             "nothing the store cannot suffer: {faults:?}"
+        );
+        let required: Vec<FaultKind> = faults
+            .iter()
+            .filter(|fault| fault.required)
+            .map(|fault| fault.kind)
+            .collect();
+        assert_eq!(required.len(), kinds.len(), "one required fault per kind");
+        assert!(
+            kinds.iter().all(|kind| required.contains(kind)),
+            "each kind required once: {required:?}"
         );
     }
 
