@@ -437,6 +437,46 @@ async fn a_fencing_token_from_the_servers_clock_is_exact_and_the_count_goes_on_f
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fencing_counter_beyond_exact_counting_fails_the_acquire_and_leaves_no_lease() {
+    // Tokens are Lua numbers, exact only below 2^53. A counter at or past
+    // that (a foreign value, a hand edit) would make the next token round
+    // down to one already handed out, or wrap to a negative read as 0: the
+    // acquire must fail saying what to do, before it takes the lease, not
+    // hand out a token that does not increase. The same for a counter that
+    // is not a number at all.
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let prefix = unique("fence-beyond");
+    let locks =
+        LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(&prefix);
+    let counter = format!("{{{prefix}job}}:fence");
+    let lease = format!("{{{prefix}job}}");
+    let lock = locks.lock("job", LONG).fenced();
+    let mut data = data_connection(&url).await;
+    for bad in ["9007199254740993", "9223372036854775807", "not a number"] {
+        let _: () = data.set(&counter, bad).await.expect("plant the counter");
+        let outcome = lock.acquire().await;
+        let error = match outcome {
+            Ok(Some(guard)) => panic!(
+                "counter {bad:?}: the acquire handed out token {:?}",
+                guard.fence()
+            ),
+            Ok(None) => panic!("counter {bad:?}: nobody holds the lock"),
+            Err(error) => error,
+        };
+        assert!(
+            error.chain().to_string().contains("fencing counter"),
+            "counter {bad:?}: the error names the counter: {}",
+            error.chain()
+        );
+        let left: bool = data.exists(&lease).await.expect("EXISTS");
+        assert!(!left, "counter {bad:?}: no lease is left behind");
+    }
+    let _: () = data.del(&counter).await.expect("clean up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_in_another_process_is_woken_by_the_release_not_the_ttl() {
     // Two stores are two connections and two subscriptions, as in two
     // processes. The holder's TTL is a minute; only the release message can

@@ -133,9 +133,14 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// more than the name's counter, or the server's clock in microseconds
 /// (`TIME`) when that is higher, and stores it back as the counter. Tokens
 /// therefore look like `1796571532858178` (microseconds since 1970), not
-/// 1, 2, 3; only their order means anything. A script that reads `TIME`
-/// and then writes needs Redis to replicate its effects rather than the
-/// script: the default since Redis 5, the only mode since Redis 7.
+/// 1, 2, 3; only their order means anything (a resource that stores them
+/// needs a 64-bit column). A script that reads `TIME` and then writes must
+/// be replicated by its effects rather than run again on replicas: the
+/// script asks for that (`redis.replicate_commands()`, Redis 3.2 and
+/// later; the only mode since Redis 7). A counter that is not a whole
+/// count below 2^53 (past which a Lua number stops counting exactly) fails
+/// the acquire, before it takes the lease, with an error that says to
+/// delete or lower it.
 ///
 /// The clock is there because the counter is only as durable as Redis. A
 /// restart without persistence forgets it, and a replica promoted before
@@ -156,7 +161,9 @@ const WAITERS_MARGIN_MS: u64 = 250;
 /// lost, the next tokens come from the server's clock, and exceed every
 /// earlier token as long as that clock (after a failover, the new
 /// primary's) is not behind the one that issued them by more than the
-/// outage lasted. A clock set back further hands out lower tokens until it
+/// outage lasted. The order is the clocks' order: an old primary cut off
+/// from the others but still answering a client goes on issuing tokens
+/// from its own clock, which may exceed the new primary's. A clock set back further hands out lower tokens until it
 /// catches up, as the counter alone did. A name fenced by an earlier
 /// release of lock-core, whose tokens counted from 1, jumps to the clock at
 /// its next acquire: still upwards.

@@ -5,6 +5,15 @@
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
 --         {0, remaining ms} when held.
 
+-- Replicate what this script does, not the script: it reads TIME and then
+-- writes, which Redis 5 and 6 allow only in this mode (7 knows no other).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+-- The highest counter whose next token is still exact in a Lua number.
+local LAST_EXACT = 9007199254740990
+
 -- The next fencing token of the counter `key`, stored back in it: one more
 -- than the last, and never below the server's clock in microseconds. The
 -- clock is what keeps tokens increasing when the counter is lost (a restart
@@ -22,6 +31,18 @@ local function next_fence(key)
   -- this script) refuses as not an integer.
   redis.call('SET', key, string.format('%.0f', fence))
   return fence
+end
+
+-- A counter that is not a whole count below 2^53 cannot give a token
+-- above the last: fail before taking the lease, saying what to do.
+if ARGV[5] == '1' then
+  local stored = redis.call('GET', KEYS[3])
+  local count = tonumber(stored or '0')
+  if count == nil or count > LAST_EXACT then
+    return redis.error_reply('the fencing counter ' .. KEYS[3] .. ' holds ' .. tostring(stored)
+      .. ', not a count below 2^53: delete it (the next token then comes from the'
+      .. ' server clock) or set it to a smaller whole number')
+  end
 end
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
