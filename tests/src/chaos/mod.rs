@@ -132,6 +132,37 @@ impl StoreKind {
         self != StoreKind::Memcached
     }
 
+    /// The longest a lease of `ttl` can last in the store: memcached keeps
+    /// whole seconds and adds one (its docs), the others keep `ttl`.
+    pub fn longest_lease(self, ttl: Duration) -> Duration {
+        if self == StoreKind::Memcached {
+            Duration::from_secs(ttl.as_secs() + 2)
+        } else {
+            ttl
+        }
+    }
+
+    /// Whether `fault` may make two holders' critical sections overlap on
+    /// this store: the overlap the lease model allows. A holder frozen past
+    /// its TTL, anywhere; a store that forgets leases: Redis or memcached
+    /// restarted empty, a cluster primary restarted empty or failed over
+    /// (its writes are not acknowledged by its replica). Not a Sentinel
+    /// group's replica restart or failover (lease writes wait for the
+    /// replica), an etcd member restart or leader change (consensus), or
+    /// PostgreSQL's connections ending (leases are rows); not a delay, a
+    /// cut connection, a partition, a kill or a clock jump anywhere.
+    pub fn loses_leases_to(self, fault: FaultKind) -> bool {
+        match fault {
+            FaultKind::Pause => true,
+            FaultKind::Restart => matches!(
+                self,
+                StoreKind::Redis | StoreKind::Memcached | StoreKind::RedisCluster
+            ),
+            FaultKind::Failover => self == StoreKind::RedisCluster,
+            _ => false,
+        }
+    }
+
     /// Whether a waiter in one process is woken by a release in another.
     /// Memcached has no notifications: a waiter elsewhere sleeps until the
     /// holder's TTL or its own deadline.

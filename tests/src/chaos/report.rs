@@ -145,14 +145,25 @@ impl Report {
                         count(*) FILTER (WHERE write_version IS NOT NULL),
                         count(*) FILTER (WHERE claim_version IS NOT NULL AND write_version IS NULL
                                          AND ended IS NOT NULL AND NOT cancelled),
-                        count(*) FILTER (WHERE claim_version IS NULL),
+                        count(*) FILTER (WHERE claim_version IS NULL AND EXISTS (
+                            SELECT 1 FROM \"{s}\".attempts a
+                            JOIN \"{s}\".intervals c ON c.name = i.name AND c.mode = 'fenced'
+                              AND c.claim_version IS NOT NULL AND c.fence > i.fence
+                              AND c.started < a.wait_started
+                            WHERE a.interval_id = i.id)),
                         count(*) FILTER (WHERE cancelled)
-                     FROM \"{s}\".intervals WHERE mode = 'fenced'"
+                     FROM \"{s}\".intervals i WHERE mode = 'fenced'"
                 ),
                 &[],
             )
             .await
             .map_err(q)?;
+        // A read refused counts as the fence going back only when the
+        // holder that raised the row's fence past this one had claimed it
+        // before this call even began to wait: a later grant with a lower
+        // fence. (A holder frozen between its acquire and its read is
+        // refused rightly by the holder that came after it.)
+        //
         // A write is stale when another holder claimed the row between
         // this holder's claim and its write: that holder read a value this
         // write then overwrote.
@@ -185,9 +196,9 @@ impl Report {
             .map_err(q)?
             .get(0);
         let faults = Faults::read(client, s).await?;
-        let plain_overlaps = overlaps(client, s, "plain", &faults).await?;
-        let fenced_overlaps = overlaps(client, s, "fenced", &faults).await?;
-        let unavailable = unavailability(client, s, &faults).await?;
+        let plain_overlaps = overlaps(client, s, (context.store, "plain"), &faults).await?;
+        let fenced_overlaps = overlaps(client, s, (context.store, "fenced"), &faults).await?;
+        let unavailable = unavailability(client, s, context.store, &faults).await?;
         let slept_past_release = slept_past_release(client, s).await?;
         let errors = client
             .query(
@@ -225,7 +236,9 @@ impl Report {
     fn stuck(&self) -> usize {
         self.unavailable
             .iter()
-            .filter(|(_, _, took)| took.is_none_or(|took| took > TTL + STUCK_SLACK))
+            .filter(|(_, _, took)| {
+                took.is_none_or(|took| took > self.context.store.longest_lease(TTL) + STUCK_SLACK)
+            })
             .count()
     }
 
@@ -299,10 +312,12 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "replay: cargo run -p lock-tests --release --bin chaos -- --store {} --duration {}s --seed {}",
+            "replay: cargo run -p lock-tests --release --bin chaos -- --store {} --duration {}ms --seed {} --workers {} --names {}",
             c.store,
-            c.duration.as_secs(),
-            c.seed
+            c.duration.as_millis(),
+            c.seed,
+            c.workers,
+            c.names
         );
         let _ = writeln!(
             t,
@@ -584,30 +599,36 @@ impl Faults {
         ))
     }
 
-    /// The fault that explains `holder` overrunning between `from` and
-    /// `to`: one on that worker or on the store, active in that window.
-    /// The most telling kind first.
-    fn explaining(&self, holder: &str, from: f64, to: f64) -> Option<FaultKind> {
+    /// The fault that explains two critical sections of one lock on
+    /// `store` running at once: a fault that can lose a lease there (see
+    /// [`StoreKind::loses_leases_to`]), on the earlier holder (`earlier`,
+    /// whose section ran from `from`) or on the store, before the later
+    /// section started at `to`; or a pause of the later holder in the
+    /// lease's time before its section started (it acquired, froze, and
+    /// came back with its lease gone).
+    fn explaining(
+        &self,
+        store: StoreKind,
+        (earlier, from): (&str, f64),
+        (later, to): (&str, f64),
+    ) -> Option<FaultKind> {
+        let lease = store.longest_lease(TTL).as_secs_f64();
         self.0
             .iter()
-            .filter(|(_, target, started, ended)| {
-                (target == holder || target == "store") && *started <= to && *ended >= from
+            .filter(|(kind, target, started, ended)| {
+                if !store.loses_leases_to(*kind) {
+                    return false;
+                }
+                let on_earlier =
+                    (target == earlier || target == "store") && *started <= to && *ended >= from;
+                let on_later = *kind == FaultKind::Pause
+                    && target == later
+                    && *started <= to
+                    && *ended >= to - lease - 1.0;
+                on_earlier || on_later
             })
             .map(|(kind, ..)| *kind)
-            .min_by_key(|kind| {
-                [
-                    FaultKind::Pause,
-                    FaultKind::Partition,
-                    FaultKind::Restart,
-                    FaultKind::Failover,
-                    FaultKind::Kill,
-                    FaultKind::Clock,
-                    FaultKind::Delay,
-                    FaultKind::Drop,
-                ]
-                .iter()
-                .position(|telling| telling == kind)
-            })
+            .min()
     }
 
     /// The faults active within `margin` seconds of `at`, as `kind target`.
@@ -619,16 +640,26 @@ impl Faults {
             .collect()
     }
 
-    /// Whether one of `workers` was paused, partitioned or having its
-    /// connections cut (so it could not hear or send a release), or a
-    /// store-wide fault was on, between `from` and `to`.
-    fn excuses(&self, workers: &[&str], from: f64, to: f64) -> bool {
+    /// Whether a store-wide fault was on between `from` and `to`.
+    fn store_wide(&self, from: f64, to: f64) -> bool {
+        self.0
+            .iter()
+            .any(|(kind, _, started, ended)| kind.store_wide() && *started <= to && *ended >= from)
+    }
+
+    /// Whether a release by `holder` may have gone unheard by `waiter`, or
+    /// not happened, for a reason other than a lost wakeup, between `from`
+    /// and `to`: any fault but a clock jump on either of them (a release
+    /// that failed on a cut or held connection and is retried; a
+    /// subscription cut and reconnecting with backoff; a wakeup held back
+    /// by a delay; a holder killed between its section and its release), a
+    /// pause of anyone (a worker frozen between its acquire and its
+    /// section holds the lock with no section open), or a store-wide fault.
+    fn excuses_wait(&self, holder: &str, waiter: &str, from: f64, to: f64) -> bool {
         self.0.iter().any(|(kind, target, started, ended)| {
             let relevant = kind.store_wide()
-                || (matches!(
-                    kind,
-                    FaultKind::Pause | FaultKind::Partition | FaultKind::Drop
-                ) && workers.contains(&target.as_str()));
+                || *kind == FaultKind::Pause
+                || (*kind != FaultKind::Clock && (target == holder || target == waiter));
             relevant && *started <= to && *ended >= from
         })
     }
@@ -639,7 +670,7 @@ impl Faults {
 async fn overlaps(
     client: &Client,
     s: &str,
-    mode: &str,
+    (store, mode): (StoreKind, &str),
     faults: &Faults,
 ) -> Result<Vec<Overlap>, String> {
     let rows = client
@@ -664,12 +695,12 @@ async fn overlaps(
     Ok(rows
         .iter()
         .map(|row| {
-            let earlier: String = row.get(1);
+            let (earlier, later): (String, String) = (row.get(1), row.get(2));
             let (from, to): (f64, f64) = (row.get(3), row.get(4));
-            let cause = faults.explaining(&earlier, from, to);
+            let cause = faults.explaining(store, (&earlier, from), (&later, to));
             Overlap {
                 lock: format!("{} {mode}", row.get::<_, String>(0)),
-                holders: (earlier, row.get(2)),
+                holders: (earlier, later),
                 length: Duration::from_secs_f64(row.get::<_, f64>(5).max(0.0)),
                 cause,
             }
@@ -679,13 +710,24 @@ async fn overlaps(
 
 /// For each kill, pause or partition of a worker that held locks at that
 /// moment: how long until another worker took each of them (the longest
-/// per fault). Faults during a store-wide fault are left out: nobody can
-/// take anything then.
+/// per fault; `None`: never). Left out: faults with a store-wide fault in
+/// the time the names should have been taken in (nobody can take anything
+/// then), and names never taken when the run ended before that time was up.
 async fn unavailability(
     client: &Client,
     s: &str,
+    store: StoreKind,
     faults: &Faults,
 ) -> Result<Vec<(FaultKind, String, Option<Duration>)>, String> {
+    let limit = (store.longest_lease(TTL) + STUCK_SLACK).as_secs_f64();
+    let end: Option<f64> = client
+        .query_one(
+            &format!("SELECT extract(epoch FROM max(finished))::float8 FROM \"{s}\".attempts"),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the run's end: {e}"))?
+        .get(0);
     let rows = client
         .query(
             &format!(
@@ -720,8 +762,10 @@ async fn unavailability(
             } else {
                 longest.map(|s| Duration::from_secs_f64(s.max(0.0)))
             };
-            let until = at + took.map_or(f64::MAX, |d| d.as_secs_f64());
-            if faults.excuses(&[], at, until) {
+            if faults.store_wide(at, at + limit) {
+                return None;
+            }
+            if took.is_none() && end.is_none_or(|end| end - at < limit) {
                 return None;
             }
             Some((kind, target, took))
@@ -787,7 +831,7 @@ async fn slept_past_release(client: &Client, s: &str) -> Result<Vec<Slept>, Stri
     for row in &rows {
         let (holder, waiter): (String, String) = (row.get(0), row.get(1));
         let (released, next): (f64, f64) = (row.get(2), row.get(3));
-        if faults.excuses(&[&holder, &waiter], released - 1.0, next) {
+        if faults.excuses_wait(&holder, &waiter, released - 1.0, next) {
             continue;
         }
         // One per release, however many waited.

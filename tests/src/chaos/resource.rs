@@ -87,8 +87,9 @@ impl Schema {
             claim: format!(
                 "WITH c AS (UPDATE {resource} SET seen = $3, version = version + 1
                             WHERE name = $1 AND seen <= $3 RETURNING value, version)
-                 INSERT INTO {intervals} (name, mode, worker, fence, started, claim_version, read_value)
-                 VALUES ($1, 'fenced', $2, $3, clock_timestamp(),
+                 INSERT INTO {intervals} (id, name, mode, worker, fence, started, claim_version,
+                                          read_value)
+                 VALUES ($4, $1, 'fenced', $2, $3, clock_timestamp(),
                          (SELECT version FROM c), (SELECT value FROM c))
                  RETURNING id, read_value"
             ),
@@ -101,8 +102,8 @@ impl Schema {
             ),
             enter: format!(
                 "WITH r AS (SELECT value FROM {counter} WHERE name = $1)
-                 INSERT INTO {intervals} (name, mode, worker, started, read_value)
-                 VALUES ($1, 'plain', $2, clock_timestamp(), (SELECT value FROM r))
+                 INSERT INTO {intervals} (id, name, mode, worker, started, read_value)
+                 VALUES ($3, $1, 'plain', $2, clock_timestamp(), (SELECT value FROM r))
                  RETURNING id, read_value"
             ),
             exit: format!(
@@ -130,8 +131,10 @@ impl Schema {
 pub struct Statements {
     /// Fenced section, first step: claim the row with the fence (refused
     /// when it has seen a higher one), read it, and open the interval, in
-    /// one statement. `$1` name, `$2` worker, `$3` fence; returns the
-    /// interval's id and the value read (`NULL`: refused).
+    /// one statement. `$1` name, `$2` worker, `$3` fence, `$4` the
+    /// interval's id (chosen by the worker before it sends this, so that a
+    /// section dropped while this is in flight can still close it);
+    /// returns the id and the value read (`NULL`: refused).
     pub claim: String,
     /// Fenced section, last step: write the new value if no higher fence
     /// has touched the row since, and close the interval. `$1` name, `$2`
@@ -139,7 +142,8 @@ pub struct Statements {
     /// the write (`NULL`: rejected).
     pub write: String,
     /// Plain section, first step: read the counter and open the interval.
-    /// `$1` name, `$2` worker; returns the interval's id and the value.
+    /// `$1` name, `$2` worker, `$3` the interval's id; returns the id and
+    /// the value.
     pub enter: String,
     /// Plain section, last step: write the counter and close the interval.
     /// `$1` name, `$2` value, `$3` interval.

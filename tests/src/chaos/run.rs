@@ -190,6 +190,24 @@ async fn orchestrate(options: Options) -> Result<Report, String> {
     let admin = resource::connect(&resource, "chaos-orchestrator").await?;
     let schema = Schema::fresh();
     schema.create(&admin, options.names).await?;
+    // The records go on every way out, unless asked to stay.
+    let report = run_in(&options, &schema, resource, setup).await;
+    if options.keep {
+        log(setup, &format!("records kept in schema {}", schema.0));
+    } else if let Err(e) = schema.drop(&admin).await {
+        log(setup, &format!("{e}; a later test process's cleanup will"));
+    }
+    report
+}
+
+/// The run itself, in `schema`.
+async fn run_in(
+    options: &Options,
+    schema: &Schema,
+    resource: String,
+    setup: Instant,
+) -> Result<Report, String> {
+    let admin = resource::connect(&resource, "chaos-orchestrator").await?;
     let kind = options.store;
     let resource_url = resource.clone();
     let topology = tokio::task::spawn_blocking(move || Topology::start(kind, &resource_url))
@@ -214,7 +232,7 @@ async fn orchestrate(options: Options) -> Result<Report, String> {
                 .join(", ")
         ),
     );
-    let slots = start_slots(&options, &topology, &schema, &resource).await?;
+    let slots = start_slots(options, &topology, schema, &resource).await?;
     let run = Arc::new(Run {
         topology: Arc::new(std::sync::Mutex::new(topology)),
         options: options.clone(),
@@ -241,16 +259,7 @@ async fn orchestrate(options: Options) -> Result<Report, String> {
         faults_left_out: played.left_out,
         leases_left,
     };
-    let report = Report::compute(&run.admin, &run.schema, context).await?;
-    if options.keep {
-        log(
-            run.started,
-            &format!("records kept in schema {}", run.schema.0),
-        );
-    } else {
-        run.schema.drop(&run.admin).await?;
-    }
-    Ok(report)
+    Report::compute(&run.admin, &run.schema, context).await
 }
 
 /// Starts every slot's proxies and first worker, and waits until each
@@ -509,6 +518,32 @@ async fn fault_ended(run: &Run, id: i64, detail: &str) -> Result<(), String> {
         .map_err(|e| format!("recording a fault's end: {e}"))
 }
 
+/// A worker stopped with `SIGSTOP`: continued on every way out, a task
+/// cancelled mid-pause included.
+struct Stopped(Option<u32>);
+
+impl Stopped {
+    fn stop(pid: u32) -> Result<Stopped, String> {
+        crate::server::signal(pid, "-STOP").map_err(|e| e.to_string())?;
+        Ok(Stopped(Some(pid)))
+    }
+
+    fn resume(mut self) -> Result<(), String> {
+        match self.0.take() {
+            Some(pid) => crate::server::signal(pid, "-CONT").map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = crate::server::signal(pid, "-CONT");
+        }
+    }
+}
+
 /// How long a pause or a partition lasts: past the TTL, so the lease runs
 /// out under its holder.
 const OUTAGE: Duration = Duration::from_secs(TTL.as_secs() + 2);
@@ -559,9 +594,9 @@ async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Option<Injec
     let detail = match kind {
         FaultKind::Pause => {
             let pid = slot.child.as_ref().map(Child::id).ok_or("no worker")?;
-            crate::server::signal(pid, "-STOP").map_err(|e| e.to_string())?;
+            let stopped = Stopped::stop(pid)?;
             tokio::time::sleep(OUTAGE).await;
-            crate::server::signal(pid, "-CONT").map_err(|e| e.to_string())?;
+            stopped.resume()?;
             format!("SIGSTOP for {OUTAGE:?}, then SIGCONT")
         }
         FaultKind::Kill => {

@@ -22,9 +22,11 @@ pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so
 /// How long a failover, or the group settling after one, may take.
 const FAILOVER_GUARD: Duration = Duration::from_secs(60);
 
-/// The `application_name` of the PostgreSQL store's connections, so that
-/// a restart can end exactly those.
-const STORE_APPLICATION: &str = "chaos-store";
+/// The `application_name` of this run's PostgreSQL store connections, so
+/// that a restart ends exactly those (not another run's).
+fn store_application() -> String {
+    format!("chaos-store-{}", std::process::id())
+}
 
 /// A manager over the store `kind` at `endpoints` (URLs; several for a
 /// cluster's seeds and etcd's members), with the harness's prefix; the
@@ -183,11 +185,12 @@ impl Topology {
                     .map(|password| format!(":{}", String::from_utf8_lossy(password)))
                     .unwrap_or_default();
                 let database = config.get_dbname().unwrap_or("postgres");
+                let application = store_application();
                 addresses
                     .iter()
                     .map(|address| {
                         format!(
-                            "postgres://{user}{password}@{address}/{database}?application_name={STORE_APPLICATION}"
+                            "postgres://{user}{password}@{address}/{database}?application_name={application}"
                         )
                     })
                     .collect()
@@ -367,11 +370,14 @@ async fn terminate(config: tokio_postgres::Config) -> Result<String, String> {
             .query_one(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                  WHERE application_name = $1",
-                &[&STORE_APPLICATION],
+                &[&store_application()],
             )
             .await
             .map_err(|e| format!("ending the store's connections: {e}"))?;
         let ended: i64 = row.get(0);
+        if ended == 0 {
+            return Err("the store had no connection to end".to_owned());
+        }
         Ok(format!(
             "{ended} store connections terminated by the server"
         ))

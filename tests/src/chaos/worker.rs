@@ -338,13 +338,16 @@ async fn fenced_section(name: &str, section: &Section<'_>) -> Result<Outcome, Se
         .ok_or_else(|| SectionError::Resource("a fenced lease without a fence".to_owned()))?;
     let fence = i64::try_from(fence)
         .map_err(|_| SectionError::Resource(format!("fence {fence} is beyond bigint")))?;
+    let id = interval_id();
+    *section.interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
     let row = section
         .db
-        .query_one(&section.statements.claim, &[&name, &section.worker, &fence])
+        .query_one(
+            &section.statements.claim,
+            &[&name, &section.worker, &fence, &id],
+        )
         .await
         .map_err(|e| SectionError::Resource(format!("claim: {e}")))?;
-    let id: i64 = row.get(0);
-    *section.interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
     let Some(value) = row.get::<_, Option<i64>>(1) else {
         let closed = section.db.execute(&section.statements.end, &[&id]).await;
         unfinished.finished = true;
@@ -387,10 +390,13 @@ async fn fenced_call(
     let result = fenced_section(name, &section).await;
     let open = *interval.lock().unwrap_or_else(|e| e.into_inner());
     let dropped_at = *dropped.lock().unwrap_or_else(|e| e.into_inner());
-    if let (Some(id), Some(at)) = (open, dropped_at) {
-        // The section was dropped (its lease lost): its interval ends when
-        // it stopped running, not when this is written.
-        let ago = i64::try_from(at.elapsed().as_micros()).unwrap_or(i64::MAX);
+    if let Some(id) = open {
+        // A section dropped (its lease lost) or failed may have left its
+        // interval open: it ends when it stopped running, not when this is
+        // written. (A closed one is left as it is.)
+        let ago = dropped_at.map_or(0, |at| {
+            i64::try_from(at.elapsed().as_micros()).unwrap_or(i64::MAX)
+        });
         let _ = db.execute(&shared.statements.cancelled, &[&id, &ago]).await;
     }
     match result {
@@ -420,12 +426,12 @@ async fn plain_call(
         Err(e) => return Outcome::Error(describe(&e)),
     };
     let section = async {
+        let id = interval_id();
+        *interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
         let row = db
-            .query_one(&shared.statements.enter, &[&name, &worker])
+            .query_one(&shared.statements.enter, &[&name, &worker, &id])
             .await
             .map_err(|e| format!("resource: enter: {e}"))?;
-        let id: i64 = row.get(0);
-        *interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
         let value: i64 = row.get(1);
         tokio::time::sleep(work).await;
         db.execute(&shared.statements.exit, &[&name, &(value + 1), &id])
@@ -434,6 +440,12 @@ async fn plain_call(
         Ok::<(), String>(())
     }
     .await;
+    let open = *interval.lock().unwrap_or_else(|e| e.into_inner());
+    if let (Err(_), Some(id)) = (&section, open) {
+        let _ = db
+            .execute(&shared.statements.cancelled, &[&id, &0_i64])
+            .await;
+    }
     let released = guard.release().await;
     match (section, released) {
         (Err(e), _) => Outcome::Error(e),
@@ -441,6 +453,12 @@ async fn plain_call(
         (Ok(()), Ok(false)) => Outcome::Overran,
         (Ok(()), Err(e)) => Outcome::Error(format!("release: {}", describe(&e))),
     }
+}
+
+/// A fresh interval id: random, positive, and known before the statement
+/// that opens the interval is sent.
+fn interval_id() -> i64 {
+    (rand::random::<u64>() >> 1) as i64
 }
 
 /// An error with its causes, the lock's name left out, so the report can
