@@ -147,6 +147,32 @@ pub enum Error {
         wanted: u32,
     },
 
+    /// A store URL that [`connect`](crate::connect) cannot use: it has no
+    /// scheme, or one no store takes, or it is malformed for the store its
+    /// scheme names.
+    #[error("cannot use the store URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given, with every password replaced by `***`.
+        url: String,
+        /// What is wrong and what a good URL looks like.
+        reason: String,
+    },
+
+    /// A store URL whose store this build of lock-core leaves out: the
+    /// cargo feature that builds it is off.
+    #[error(
+        "`{scheme}://` URLs are for the {store} store, which this build of lock-core leaves out; \
+         enable lock-core's `{feature}` feature"
+    )]
+    StoreNotBuilt {
+        /// The URL's scheme, without `://`.
+        scheme: String,
+        /// The store it names.
+        store: &'static str,
+        /// The cargo feature of lock-core that builds it.
+        feature: &'static str,
+    },
+
     /// [`registry::install`](crate::registry::install) was called twice.
     #[error(
         "a default lock manager is already installed; install it once at startup, \
@@ -192,8 +218,10 @@ impl Error {
 
 /// A lock error as an [`std::io::Error`], so `#[locked]` functions can
 /// return `std::io::Result`: contention is
-/// [`WouldBlock`](std::io::ErrorKind::WouldBlock), a bad name, TTL or option
-/// [`InvalidInput`](std::io::ErrorKind::InvalidInput), anything else
+/// [`WouldBlock`](std::io::ErrorKind::WouldBlock); a bad name, TTL, option
+/// or store URL [`InvalidInput`](std::io::ErrorKind::InvalidInput); a store
+/// URL whose store the build leaves out
+/// [`Unsupported`](std::io::ErrorKind::Unsupported); anything else
 /// [`Other`](std::io::ErrorKind::Other). The lock error is kept inside
 /// (`into_inner`, `get_ref`).
 impl From<Error> for std::io::Error {
@@ -201,9 +229,11 @@ impl From<Error> for std::io::Error {
         use std::io::ErrorKind;
         let kind = match &error {
             Error::Contended { .. } => ErrorKind::WouldBlock,
-            Error::InvalidName { .. } | Error::InvalidTtl { .. } | Error::InvalidOptions { .. } => {
-                ErrorKind::InvalidInput
-            }
+            Error::InvalidName { .. }
+            | Error::InvalidTtl { .. }
+            | Error::InvalidOptions { .. }
+            | Error::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            Error::StoreNotBuilt { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::Other,
         };
         std::io::Error::new(kind, error)

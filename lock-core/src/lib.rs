@@ -39,6 +39,9 @@
 //!   `PostgresStore` (feature `postgres`) keeps them in a PostgreSQL table;
 //!   `MemcachedStore` (feature `memcached`) keeps leases in memcached; `RedisStore`
 //!   (feature `redis`) covers Redis and Redis Cluster.
+//! - [`connect`]: any store from a URL (`redis://...`, `postgres://...`,
+//!   `memory://`...), the scheme picking the store; [`connect_with`] and
+//!   [`ConnectOptions`] set it up.
 //! - [`registry`]: the application-wide manager, and every lock the binary
 //!   declares.
 //! - [`LockManager::list`] and the `locks` command (crate `lock-cli`): which
@@ -97,6 +100,7 @@
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+mod connect;
 mod error;
 mod guard;
 mod holder;
@@ -111,6 +115,7 @@ pub mod store;
 mod supervise;
 mod token;
 
+pub use connect::{ConnectOptions, connect, connect_with};
 pub use error::{Chain, Error, Result};
 pub use guard::LockGuard;
 pub use holder::Holder;

@@ -64,11 +64,12 @@
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
+// `pub(crate)`: `crate::connect` reaches each store through its `url` module.
 #[cfg(feature = "etcd")]
-mod etcd;
+pub(crate) mod etcd;
 #[cfg(feature = "memcached")]
-mod memcached;
-mod memory;
+pub(crate) mod memcached;
+pub(crate) mod memory;
 #[cfg(any(
     feature = "redis",
     feature = "memcached",
@@ -77,9 +78,10 @@ mod memory;
 ))]
 mod net;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "redis")]
-mod redis;
+pub(crate) mod redis;
+pub(crate) mod url;
 
 #[cfg(feature = "etcd")]
 pub use self::etcd::{EtcdConfig, EtcdStore};

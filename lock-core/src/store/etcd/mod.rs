@@ -8,6 +8,7 @@
 
 mod config;
 mod leases;
+pub(crate) mod url;
 mod watch;
 
 use std::fmt;

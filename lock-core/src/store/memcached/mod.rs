@@ -7,6 +7,7 @@
 mod client;
 mod config;
 mod keys;
+pub(crate) mod url;
 
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -19,6 +20,7 @@ use self::keys::{MAX_TTL, exptime, lease_key};
 use super::net::deadline::{CallError, Deadline};
 use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::url::redacted;
 use crate::{Error, Holder, Result};
 
 /// Leases kept in memcached, shared by every process that reaches the
@@ -300,17 +302,6 @@ fn address(url: &str) -> Result<String> {
     } else {
         format!("{host_port}:11211")
     })
-}
-
-/// `url` without anything before an `@` (credentials are refused anyway,
-/// but never shown).
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
 }
 
 fn first(replies: Vec<Reply>) -> Option<Reply> {

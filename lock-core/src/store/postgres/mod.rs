@@ -11,6 +11,7 @@ mod config;
 mod listen;
 mod names;
 mod sql;
+pub(crate) mod url;
 
 use std::fmt;
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use super::sharded::ShardedListener;
 use super::wakeups::{Listener, Nodes};
 use crate::store::net::deadline::{CallError, Deadline};
 use crate::store::net::waiters::{Waiters, Watch};
+use crate::store::url::redacted;
 use crate::{Error, Result};
 
 /// The command connection: one reconnecting multiplexed connection to a
@@ -322,32 +323,6 @@ async fn listen(
     Ok((tokio::spawn(listener.run(index, subscription)), "PUBLISH"))
 }
 
-/// `url` with any `user:password@` part removed.
-pub(super) fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 fn connect_error(node: &str, error: CallError<RedisError>) -> Error {
     Error::store("connect", node, error)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_url_shown_in_an_error_never_carries_its_password() {
-        let shown = redacted("redis://admin:hunter2@cache.internal:6379/0");
-        assert!(!shown.contains("hunter2"), "password leaked: {shown}");
-        assert!(
-            shown.contains("cache.internal:6379"),
-            "host missing: {shown}"
-        );
-        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-    }
 }

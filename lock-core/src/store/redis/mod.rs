@@ -18,6 +18,7 @@ mod listing;
 mod scripts;
 mod sentinel;
 mod sharded;
+pub(crate) mod url;
 mod wakeups;
 
 use std::fmt;

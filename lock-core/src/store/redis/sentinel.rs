@@ -24,6 +24,7 @@ use ::redis::{
 };
 
 use crate::store::BoxFuture;
+use crate::store::url::percent_decode as decode;
 use crate::{Error, Result};
 
 /// The port of a sentinel given without one.
@@ -222,27 +223,6 @@ fn host_port(part: &str) -> std::result::Result<(String, u16), String> {
         None => SENTINEL_PORT,
     };
     Ok((host.to_owned(), port))
-}
-
-/// `text` with its `%XX` escapes decoded.
-fn decode(text: &str) -> std::result::Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        if bytes[at] == b'%' {
-            let hex = text
-                .get(at + 1..at + 3)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or_else(|| "a `%` in the URL must start an escape like %40".to_owned())?;
-            out.push(hex);
-            at += 3;
-        } else {
-            out.push(bytes[at]);
-            at += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "the URL's escapes are not UTF-8".to_owned())
 }
 
 /// The command connection to the primary the sentinels name: see the

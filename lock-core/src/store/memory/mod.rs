@@ -32,6 +32,8 @@
 //! handed the lease, before it saw so, gives the lease back, which hands it
 //! on to the next in line. No lease is left behind either way.
 
+pub(crate) mod url;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
