@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use lock_core::{Holder, LockManager};
 
-use crate::store::{Settings, scrub, secrets};
+use crate::store::Settings;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -41,9 +41,10 @@ Passwords in URLs are never printed. The URL may also come from LOCKS_URL.";
 #[derive(Parser, Debug)]
 #[command(name = "locks", version, after_help = EXAMPLES)]
 struct Cli {
-    /// The store's URL: redis://, rediss://, redis+cluster:// (or several
-    /// redis:// URLs separated by commas), memcache://, postgres://, etcd://
-    /// (or http://).
+    /// The store's URL, as the application's `lock_core::connect` takes it:
+    /// redis://, rediss://, redis+cluster:// (or several redis:// URLs
+    /// separated by commas), redis+sentinel://, memcache://, postgres://,
+    /// etcd:// (or http://)...
     #[arg(long, env = "LOCKS_URL", value_name = "URL", hide_env_values = true)]
     url: String,
 
@@ -136,7 +137,6 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let secrets = secrets(&cli.url);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -151,7 +151,9 @@ fn main() -> ExitCode {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::NotHeld) => ExitCode::from(1),
         Err(message) => {
-            eprintln!("locks: {}", scrub(&message, &secrets));
+            // lock_core::connect's errors never show the URL's password,
+            // and the stores' errors name hosts and ports only.
+            eprintln!("locks: {message}");
             ExitCode::from(2)
         }
     }
