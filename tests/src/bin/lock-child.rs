@@ -42,18 +42,16 @@
 //!     then 2 h back (the lease must still end at its TTL). Prints `ok ...`.
 //! ```
 //!
-//! A `<store-url>` is `redis://...` (or `redis+sentinel://...`), `memcache://...`, `postgres://...`
-//! (the PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`) or etcd's
-//! client URLs, `http://...[,http://...]`.
+//! A `<store-url>` is any URL `lock_core::connect` takes: `redis://...` (or
+//! `redis+sentinel://...`), `memcache://...`, `postgres://...` (the
+//! PostgreSQL table's schema from `LOCK_CHILD_PG_SCHEMA`), etcd's client
+//! URLs `http://...[,http://...]`...
 //!
 //! Any failure prints `error <message>` and exits with status 1.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{
-    EtcdStore, LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisStore, locked,
-    registry,
-};
+use lock_core::{ConnectOptions, LockManager, PostgresConfig, locked, registry};
 use lock_tests::harness::say;
 use redis::AsyncCommands;
 
@@ -143,37 +141,16 @@ async fn run(args: &[String]) -> Result<String, String> {
     }
 }
 
+/// The manager over the store `url` names (`lock_core::connect`'s schemes),
+/// under `prefix`.
 async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let locks = if url.starts_with("http") {
-        let endpoints: Vec<&str> = url.split(',').collect();
-        LockManager::new(
-            EtcdStore::connect(&endpoints)
-                .await
-                .map_err(|e| format!("connect: {e}"))?,
-        )
-    } else if url.starts_with("postgres") {
-        let mut config = PostgresConfig::new();
-        if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
-            config = config.schema(schema);
-        }
-        LockManager::new(
-            PostgresStore::connect_with(url, config)
-                .await
-                .map_err(|e| format!("connect: {e}"))?,
-        )
-    } else if url.starts_with("memcache") {
-        LockManager::new(
-            MemcachedStore::connect(url)
-                .await
-                .map_err(|e| format!("connect: {e}"))?,
-        )
-    } else {
-        LockManager::new(
-            RedisStore::connect(url)
-                .await
-                .map_err(|e| format!("connect: {e}"))?,
-        )
-    };
+    let mut options = ConnectOptions::new();
+    if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
+        options = options.postgres(PostgresConfig::new().schema(schema));
+    }
+    let locks = lock_core::connect_with(url, options)
+        .await
+        .map_err(|e| format!("connect: {}", e.chain()))?;
     Ok(locks.with_prefix(prefix))
 }
 
