@@ -318,11 +318,12 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let number: u64 = number
         .parse()
         .map_err(|_| format!("{text:?} is not a duration; write it like 500ms, 5s or 1m"))?;
+    let too_long = || format!("{text:?} is too long; write a timeout like 500ms, 5s or 1m");
     let duration = match unit.trim() {
         "ms" => Duration::from_millis(number),
         "s" | "" => Duration::from_secs(number),
-        "m" => Duration::from_secs(number * 60),
-        "h" => Duration::from_secs(number * 3600),
+        "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(too_long)?),
+        "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(too_long)?),
         other => {
             return Err(format!(
                 "unknown unit {other:?} in {text:?}; use ms, s, m or h"
@@ -351,6 +352,15 @@ mod tests {
                 .contains("ms, s, m or h")
         );
         assert!(parse_duration("0s").is_err());
+    }
+
+    // `--timeout 999999999999999999h` overflowed the multiplication: a
+    // panic in a debug build, a wrapped, wrong timeout in a release one.
+    #[test]
+    fn a_duration_too_long_to_represent_is_an_error_not_a_panic() {
+        let message = parse_duration("999999999999999999h").expect_err("too long");
+        assert!(message.contains("too long"), "{message}");
+        assert!(parse_duration("99999999999999999999s").is_err());
     }
 
     #[test]
