@@ -199,7 +199,7 @@ impl Report {
         let plain_overlaps = overlaps(client, s, (context.store, "plain"), &faults).await?;
         let fenced_overlaps = overlaps(client, s, (context.store, "fenced"), &faults).await?;
         let unavailable = unavailability(client, s, context.store, &faults).await?;
-        let slept_past_release = slept_past_release(client, s).await?;
+        let slept_past_release = slept_past_release(client, s, &faults).await?;
         let errors = client
             .query(
                 &format!(
@@ -732,16 +732,15 @@ async fn unavailability(
         .query(
             &format!(
                 "SELECT f.kind, f.target, extract(epoch FROM f.started)::float8,
-                        max(extract(epoch FROM (
-                            SELECT min(n.started) FROM \"{s}\".intervals n
-                            WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started
-                              AND n.worker <> i.worker) - f.started))::float8,
-                        bool_or((SELECT min(n.started) FROM \"{s}\".intervals n
-                            WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started
-                              AND n.worker <> i.worker) IS NULL)
+                        max(extract(epoch FROM taken.at - f.started))::float8,
+                        bool_or(taken.at IS NULL)
                  FROM \"{s}\".faults f
                  JOIN \"{s}\".intervals i ON i.worker = f.target AND i.started <= f.started
                    AND coalesce(i.ended, 'infinity') > f.started
+                 CROSS JOIN LATERAL (
+                    SELECT min(n.started) AS at FROM \"{s}\".intervals n
+                    WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started
+                      AND n.worker <> i.worker) taken
                  WHERE f.kind IN ('kill', 'pause', 'partition')
                  GROUP BY f.id, f.kind, f.target, f.started"
             ),
@@ -796,8 +795,11 @@ pub struct Slept {
 /// partitioned or having its connections cut in it (a waiter whose
 /// subscription keeps being cut reconnects with backoff, and hears nothing
 /// meanwhile), or a store-wide fault was on.
-async fn slept_past_release(client: &Client, s: &str) -> Result<Vec<Slept>, String> {
-    let faults = Faults::read(client, s).await?;
+async fn slept_past_release(
+    client: &Client,
+    s: &str,
+    faults: &Faults,
+) -> Result<Vec<Slept>, String> {
     let rows = client
         .query(
             &format!(

@@ -99,7 +99,7 @@ struct Slot {
     child: Option<Child>,
     lines: Option<mpsc::UnboundedReceiver<String>>,
     proxies: Vec<Proxy>,
-    endpoints: Vec<String>,
+    url: String,
     faketime: Option<PathBuf>,
 }
 
@@ -305,7 +305,7 @@ async fn start_slots(
             child: None,
             lines: None,
             proxies,
-            endpoints: topology.endpoints(&addresses),
+            url: topology.url(&addresses),
             faketime,
         };
         spawn_worker(&mut slot, options, schema, resource)?;
@@ -330,7 +330,7 @@ fn spawn_worker(
     };
     let config = WorkerConfig {
         kind: options.store,
-        endpoints: slot.endpoints.clone(),
+        url: slot.url.clone(),
         resource: resource.to_owned(),
         schema: schema.0.clone(),
         label: slot.label.clone(),
@@ -712,12 +712,12 @@ async fn stop(run: &Run) -> Result<LeasesLeft, String> {
         let _ = child.wait();
     }
     if run.options.store != StoreKind::Memory {
-        let endpoints = run
+        let url = run
             .topology
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .direct_endpoints();
-        let manager = topology::connect(run.options.store, &endpoints, &run.schema.0).await?;
+            .direct_url();
+        let manager = topology::connect(run.options.store, &url, &run.schema.0).await?;
         for name in lock_names(run.options.names) {
             let lock = manager.lock(name.as_str(), TTL);
             if lock

@@ -6,9 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lock_core::{
-    EtcdStore, LockManager, MemcachedStore, PostgresConfig, PostgresStore, RedisConfig, RedisStore,
-};
+use lock_core::{ConnectOptions, LockManager, PostgresConfig, RedisConfig};
 
 use super::{FaultKind, PREFIX, StoreKind};
 use crate::etcd::EtcdCluster;
@@ -28,70 +26,30 @@ fn store_application() -> String {
     format!("chaos-store-{}", std::process::id())
 }
 
-/// A manager over the store `kind` at `endpoints` (URLs; several for a
-/// cluster's seeds and etcd's members), with the harness's prefix; the
-/// PostgreSQL store keeps its table in `schema`. Retried for a while: a
-/// worker started during a failover must wait for it, not die.
-pub async fn connect(
-    kind: StoreKind,
-    endpoints: &[String],
-    schema: &str,
-) -> Result<LockManager, String> {
+/// A manager over the store at `url`, through the library's one scheme
+/// table (`lock_core::connect_with`), with the harness's prefix; the
+/// PostgreSQL store keeps its table in `schema`, and a Sentinel group's
+/// lease writes wait for its replica. Retried for a while: a worker
+/// started during a failover must wait for it, not die.
+pub async fn connect(kind: StoreKind, url: &str, schema: &str) -> Result<LockManager, String> {
+    let mut redis = RedisConfig::new();
+    if kind == StoreKind::RedisSentinel {
+        // A failover must not lose lease writes (README, "Redis with
+        // replicas").
+        redis = redis.replica_acks(1, Duration::from_secs(1));
+    }
+    let options = ConnectOptions::new()
+        .redis(redis)
+        .postgres(PostgresConfig::new().schema(schema));
     let mut last = String::new();
     for _ in 0..60 {
-        match connect_once(kind, endpoints, schema).await {
+        match lock_core::connect_with(url, options.clone()).await {
             Ok(manager) => return Ok(manager.with_prefix(PREFIX)),
-            Err(e) => last = e,
+            Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Err(format!("connecting to {kind} at {endpoints:?}: {last}"))
-}
-
-async fn connect_once(
-    kind: StoreKind,
-    endpoints: &[String],
-    schema: &str,
-) -> Result<LockManager, String> {
-    let first = || {
-        endpoints
-            .first()
-            .ok_or_else(|| format!("no endpoint for {kind}"))
-    };
-    let store_error = |e: lock_core::Error| e.to_string();
-    Ok(match kind {
-        StoreKind::Memory => LockManager::memory(),
-        StoreKind::Redis => {
-            LockManager::new(RedisStore::connect(first()?).await.map_err(store_error)?)
-        }
-        StoreKind::RedisCluster => {
-            let seeds: Vec<&str> = endpoints.iter().map(String::as_str).collect();
-            LockManager::new(RedisStore::cluster(&seeds).await.map_err(store_error)?)
-        }
-        StoreKind::RedisSentinel => {
-            // Lease writes wait for the replica: a failover must not lose
-            // them (README, "Redis with replicas").
-            let config = RedisConfig::new().replica_acks(1, Duration::from_secs(1));
-            LockManager::new(
-                RedisStore::connect_with(first()?, config)
-                    .await
-                    .map_err(store_error)?,
-            )
-        }
-        StoreKind::Memcached => LockManager::new(
-            MemcachedStore::connect(first()?)
-                .await
-                .map_err(store_error)?,
-        ),
-        StoreKind::Postgres => LockManager::new(
-            PostgresStore::connect_with(first()?, PostgresConfig::new().schema(schema))
-                .await
-                .map_err(store_error)?,
-        ),
-        StoreKind::Etcd => {
-            LockManager::new(EtcdStore::connect(endpoints).await.map_err(store_error)?)
-        }
-    })
+    Err(format!("connecting to {kind}: {last}"))
 }
 
 /// The servers of a run.
@@ -164,20 +122,24 @@ impl Topology {
         }
     }
 
-    /// The endpoints a worker connects to, given the addresses that stand
-    /// for [`upstreams`](Topology::upstreams) (its proxies', or the
-    /// upstreams themselves).
-    pub fn endpoints(&self, addresses: &[String]) -> Vec<String> {
-        match self {
-            Topology::Memory => Vec::new(),
-            Topology::Redis(_) => addresses.iter().map(|a| format!("redis://{a}")).collect(),
-            Topology::Memcached(_) => addresses
+    /// The URL a worker connects to, given the addresses that stand for
+    /// [`upstreams`](Topology::upstreams) (its proxies', or the upstreams
+    /// themselves). Several members or seeds are listed with commas.
+    pub fn url(&self, addresses: &[String]) -> String {
+        let each = |scheme: &str| {
+            addresses
                 .iter()
-                .map(|a| format!("memcache://{a}"))
-                .collect(),
-            Topology::Etcd(_) => addresses.iter().map(|a| format!("http://{a}")).collect(),
-            Topology::RedisCluster(cluster) => cluster.urls(),
-            Topology::RedisSentinel(group) => vec![group.url()],
+                .map(|address| format!("{scheme}://{address}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match self {
+            Topology::Memory => "memory://".to_owned(),
+            Topology::Redis(_) => each("redis"),
+            Topology::Memcached(_) => each("memcache"),
+            Topology::Etcd(_) => each("http"),
+            Topology::RedisCluster(cluster) => cluster.urls().join(","),
+            Topology::RedisSentinel(group) => group.url(),
             Topology::Postgres(config) => {
                 let user = config.get_user().unwrap_or("postgres");
                 let password = config
@@ -186,22 +148,17 @@ impl Topology {
                     .unwrap_or_default();
                 let database = config.get_dbname().unwrap_or("postgres");
                 let application = store_application();
-                addresses
-                    .iter()
-                    .map(|address| {
-                        format!(
-                            "postgres://{user}{password}@{address}/{database}?application_name={application}"
-                        )
-                    })
-                    .collect()
+                let address = addresses.first().map_or("127.0.0.1:5432", String::as_str);
+                format!(
+                    "postgres://{user}{password}@{address}/{database}?application_name={application}"
+                )
             }
         }
     }
 
-    /// The endpoints without proxies, for the harness's own look at the
-    /// store.
-    pub fn direct_endpoints(&self) -> Vec<String> {
-        self.endpoints(&self.upstreams())
+    /// The URL without proxies, for the harness's own look at the store.
+    pub fn direct_url(&self) -> String {
+        self.url(&self.upstreams())
     }
 
     /// The fault kinds this store suffers, and those it is spared, each

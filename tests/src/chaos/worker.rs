@@ -26,8 +26,8 @@ use crate::harness::say;
 pub struct WorkerConfig {
     /// The store.
     pub kind: StoreKind,
-    /// How to reach it (see [`topology::connect`]).
-    pub endpoints: Vec<String>,
+    /// Its URL (see [`topology::connect`]).
+    pub url: String,
     /// The resource's PostgreSQL URL.
     pub resource: String,
     /// The run's schema.
@@ -48,7 +48,7 @@ impl WorkerConfig {
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
         vec![
             ("CHAOS_STORE", self.kind.name().to_owned()),
-            ("CHAOS_ENDPOINTS", self.endpoints.join(" ")),
+            ("CHAOS_URL", self.url.clone()),
             ("CHAOS_RESOURCE", self.resource.clone()),
             ("CHAOS_SCHEMA", self.schema.clone()),
             ("CHAOS_LABEL", self.label.clone()),
@@ -70,11 +70,7 @@ impl WorkerConfig {
         };
         Ok(WorkerConfig {
             kind: StoreKind::parse(&var("CHAOS_STORE")?)?,
-            endpoints: var("CHAOS_ENDPOINTS")?
-                .split(' ')
-                .filter(|endpoint| !endpoint.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            url: var("CHAOS_URL")?,
             resource: var("CHAOS_RESOURCE")?,
             schema: var("CHAOS_SCHEMA")?,
             label: var("CHAOS_LABEL")?,
@@ -126,7 +122,7 @@ struct Shared {
 }
 
 async fn work(config: WorkerConfig) -> Result<String, String> {
-    let manager = topology::connect(config.kind, &config.endpoints, &config.schema).await?;
+    let manager = topology::connect(config.kind, &config.url, &config.schema).await?;
     registry::install(manager.clone()).map_err(|e| format!("installing the manager: {e}"))?;
     let declared = registry::declared()
         .into_iter()
