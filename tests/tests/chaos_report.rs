@@ -203,6 +203,22 @@ async fn a_holder_refused_by_one_that_came_after_it_is_not_a_fence_going_back() 
     assert_eq!(json["violations"], serde_json::json!([]), "{json}");
 }
 
+/// Inserts a plain interval of `n0` for `worker`, opened at the fixed
+/// instant and never closed (its holder was killed in it).
+async fn never_closed(client: &tokio_postgres::Client, schema: &Schema, worker: &str) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
+                 VALUES ('n0', 'plain', $1, '2026-01-01'::timestamptz)",
+                schema.0
+            ),
+            &[&worker],
+        )
+        .await
+        .expect("an interval its holder never closed");
+}
+
 /// Inserts a plain interval of `n0` for `worker` from `from` to `to`
 /// seconds after a fixed instant.
 async fn plain_interval(
@@ -311,6 +327,14 @@ async fn busy_attempt(
         .expect("attempt");
 }
 
+/// A release of `n0` by `w0#0` at 0.1 s while `w1#0` waited from 0.05 s
+/// to 2.05 s, and nobody took the lock before 3 s: a waiter left waiting.
+async fn left_waiting(client: &tokio_postgres::Client, schema: &Schema) {
+    plain_interval(client, schema, "w0#0", 0.0, 0.1).await;
+    busy_attempt(client, schema, "w1#0", 0.05, 2.05).await;
+    plain_interval(client, schema, "w0#0", 3.0, 3.1).await;
+}
+
 // A waiter that was waiting when the lock was released, and still waiting
 // well after, with the lock free all along: a lost wakeup.
 #[tokio::test]
@@ -318,9 +342,7 @@ async fn a_waiter_left_waiting_after_a_release_is_counted() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
-    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
-    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    left_waiting(&client, &schema).await;
     let json = report(&client, &schema, StoreKind::Redis).await;
     assert_eq!(json["waiters_slept_past_release"], 1, "{json}");
     assert!(
@@ -338,9 +360,7 @@ async fn a_waiter_left_waiting_on_memcached_is_shown_but_expected() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
-    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
-    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    left_waiting(&client, &schema).await;
     let json = report(&client, &schema, StoreKind::Memcached).await;
     assert_eq!(json["waiters_slept_past_release"], 1, "{json}");
     assert_eq!(json["violations"], serde_json::json!([]), "{json}");
@@ -353,17 +373,7 @@ async fn a_name_untaken_long_after_its_holder_was_killed_is_stuck() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    client
-        .execute(
-            &format!(
-                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
-                 VALUES ('n0', 'plain', 'w0#0', '2026-01-01'::timestamptz)",
-                schema.0
-            ),
-            &[],
-        )
-        .await
-        .expect("an interval its holder never closed");
+    never_closed(&client, &schema, "w0#0").await;
     fault(&client, &schema, FaultKind::Kill, "w0#0", 0.5, 0.5).await;
     plain_interval(&client, &schema, "w1#0", 20.0, 20.1).await;
     let json = report(&client, &schema, StoreKind::Redis).await;
@@ -383,9 +393,7 @@ async fn a_waiter_whose_connections_were_being_cut_is_excused() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    plain_interval(&client, &schema, "w0#0", 0.0, 0.1).await;
-    busy_attempt(&client, &schema, "w1#0", 0.05, 2.05).await;
-    plain_interval(&client, &schema, "w0#0", 3.0, 3.1).await;
+    left_waiting(&client, &schema).await;
     fault(&client, &schema, FaultKind::Drop, "w1#0", -2.0, 1.0).await;
     let json = report(&client, &schema, StoreKind::Redis).await;
     assert_eq!(json["waiters_slept_past_release"], 0, "{json}");
@@ -455,17 +463,7 @@ async fn a_name_never_taken_again_is_stuck_whatever_happened_long_after() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    client
-        .execute(
-            &format!(
-                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
-                 VALUES ('n0', 'plain', 'w0#0', '2026-01-01'::timestamptz)",
-                schema.0
-            ),
-            &[],
-        )
-        .await
-        .expect("an interval its holder never closed");
+    never_closed(&client, &schema, "w0#0").await;
     fault(&client, &schema, FaultKind::Kill, "w0#0", 0.5, 0.5).await;
     fault(&client, &schema, FaultKind::Restart, "store", 30.0, 31.0).await;
     busy_attempt(&client, &schema, "w1#0", 38.0, 40.0).await;
@@ -480,17 +478,7 @@ async fn memcached_s_longer_leases_are_not_stuck_names() {
     let Some((client, schema)) = records().await else {
         return;
     };
-    client
-        .execute(
-            &format!(
-                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
-                 VALUES ('n0', 'plain', 'w0#0', '2026-01-01'::timestamptz)",
-                schema.0
-            ),
-            &[],
-        )
-        .await
-        .expect("an interval its holder never closed");
+    never_closed(&client, &schema, "w0#0").await;
     fault(&client, &schema, FaultKind::Kill, "w0#0", 0.5, 0.5).await;
     plain_interval(&client, &schema, "w1#0", 5.8, 5.9).await;
     let memcached = report(&client, &schema, StoreKind::Memcached).await;

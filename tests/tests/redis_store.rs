@@ -253,20 +253,26 @@ async fn a_holder_killed_with_sigkill_frees_the_lock_once_its_ttl_passes() {
     assert!(guard.release().await.expect("release"), "it was ours");
 }
 
+/// A server of the test's own, to restart, and a manager on it whose calls
+/// are bounded by 1 s, under a fresh prefix for `what`.
+async fn restartable(what: &str) -> Option<(RedisServer, LockManager)> {
+    let server = RedisServer::start()?;
+    let config = RedisConfig::new().timeout(Duration::from_secs(1));
+    let store = RedisStore::connect_with(&server.url(), config)
+        .await
+        .expect("connect");
+    Some((server, LockManager::new(store).with_prefix(unique(what))))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_gives_errors_during_the_outage_and_the_same_store_recovers() {
     // Redis restarts (deploys, failovers, OOM kills). During the outage
     // callers must get an error quickly, not hang; afterwards the store the
     // application built at startup must simply work again, scripts and
     // release notifications included.
-    let Some(mut server) = RedisServer::start() else {
+    let Some((mut server, locks)) = restartable("outage").await else {
         return;
     };
-    let config = RedisConfig::new().timeout(Duration::from_secs(1));
-    let store = RedisStore::connect_with(&server.url(), config)
-        .await
-        .expect("connect");
-    let locks = LockManager::new(store).with_prefix(unique("outage"));
     let lock = locks.lock("job", LONG);
     let guard = lock.acquire().await.expect("acquire").expect("free");
     guard.release().await.expect("release");
@@ -346,14 +352,9 @@ async fn a_fencing_token_after_a_restart_that_lost_the_counter_exceeds_every_ear
     // again from 1, every new holder would carry a token below one already
     // handed out, and the resource would refuse them all until the count
     // caught up, an outage made by the very mechanism meant for safety.
-    let Some(mut server) = RedisServer::start() else {
+    let Some((mut server, locks)) = restartable("fence-restart").await else {
         return;
     };
-    let config = RedisConfig::new().timeout(Duration::from_secs(1));
-    let store = RedisStore::connect_with(&server.url(), config)
-        .await
-        .expect("connect");
-    let locks = LockManager::new(store).with_prefix(unique("fence-restart"));
     let lock = locks.lock("job", LONG).fenced();
     let mut before = Vec::new();
     for _ in 0..3 {
