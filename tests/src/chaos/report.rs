@@ -712,7 +712,8 @@ async fn overlaps(
 /// moment: how long until another worker took each of them (the longest
 /// per fault; `None`: never). Left out: faults with a store-wide fault in
 /// the time the names should have been taken in (nobody can take anything
-/// then), and names never taken when the run ended before that time was up.
+/// then) or shortly before it (a new etcd leader renews every lease), and
+/// names never taken when the run ended before that time was up.
 async fn unavailability(
     client: &Client,
     s: &str,
@@ -761,7 +762,11 @@ async fn unavailability(
             } else {
                 longest.map(|s| Duration::from_secs_f64(s.max(0.0)))
             };
-            if faults.store_wide(at, at + limit) {
+            // A store-wide fault shortly before counts too: etcd's new
+            // leader renews every lease for a full TTL and more when it
+            // takes over, so a lease lost soon after a leader change
+            // outlives its TTL.
+            if faults.store_wide(at - limit, at + limit) {
                 return None;
             }
             if took.is_none() && end.is_none_or(|end| end - at < limit) {
