@@ -640,6 +640,13 @@ impl Faults {
             .collect()
     }
 
+    /// Whether a failover was on between `from` and `to`.
+    fn failover(&self, from: f64, to: f64) -> bool {
+        self.0.iter().any(|(kind, _, started, ended)| {
+            *kind == FaultKind::Failover && *started <= to && *ended >= from
+        })
+    }
+
     /// Whether a store-wide fault was on between `from` and `to`.
     fn store_wide(&self, from: f64, to: f64) -> bool {
         self.0
@@ -712,7 +719,8 @@ async fn overlaps(
 /// moment: how long until another worker took each of them (the longest
 /// per fault; `None`: never). Left out: faults with a store-wide fault in
 /// the time the names should have been taken in (nobody can take anything
-/// then) or shortly before it (a new etcd leader renews every lease), and
+/// then) or, on etcd, a failover shortly before it (a new leader renews
+/// every lease), and
 /// names never taken when the run ended before that time was up.
 async fn unavailability(
     client: &Client,
@@ -762,11 +770,12 @@ async fn unavailability(
             } else {
                 longest.map(|s| Duration::from_secs_f64(s.max(0.0)))
             };
-            // A store-wide fault shortly before counts too: etcd's new
+            // On etcd a leader change shortly before counts too: the new
             // leader renews every lease for a full TTL and more when it
-            // takes over, so a lease lost soon after a leader change
-            // outlives its TTL.
-            if faults.store_wide(at - limit, at + limit) {
+            // takes over, so a lease lost soon after outlives its TTL.
+            if faults.store_wide(at, at + limit)
+                || (store == StoreKind::Etcd && faults.failover(at - limit, at))
+            {
                 return None;
             }
             if took.is_none() && end.is_none_or(|end| end - at < limit) {
