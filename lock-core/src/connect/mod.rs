@@ -5,7 +5,7 @@ mod schemes;
 
 pub use self::options::ConnectOptions;
 
-use crate::store::url::{scheme, scrub, secrets};
+use crate::store::kit::{scheme, scrub, secrets};
 use crate::{Error, LockManager, Result};
 
 /// Connects to the store `url` names, with each store's defaults: a

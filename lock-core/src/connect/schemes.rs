@@ -8,7 +8,7 @@
 //! scheme unknown.
 
 use crate::store::BoxFuture;
-use crate::store::url::{invalid, scheme};
+use crate::store::kit::{invalid_url, scheme};
 use crate::{ConnectOptions, Error, LockManager, Result};
 
 /// How a store connects from a URL and the options.
@@ -104,7 +104,7 @@ pub(super) const SCHEMES: &[(&str, &Store)] = &[
 /// takes it.
 pub(super) fn resolve(url: &str) -> Result<Open> {
     let Some((scheme, _)) = scheme(url) else {
-        return Err(invalid(
+        return Err(invalid_url(
             url,
             format!(
                 "it has no scheme, like redis://, to say which store; {}",
@@ -113,7 +113,7 @@ pub(super) fn resolve(url: &str) -> Result<Open> {
         ));
     };
     let Some((_, store)) = SCHEMES.iter().find(|(name, _)| *name == scheme) else {
-        return Err(invalid(
+        return Err(invalid_url(
             url,
             format!("no store takes `{scheme}://` URLs; {}", supported()),
         ));

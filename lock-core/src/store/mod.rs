@@ -67,21 +67,20 @@
 // `pub(crate)`: `crate::connect` reaches each store through its `url` module.
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
+#[cfg(feature = "store-kit")]
+pub mod kit;
+// Without the `store-kit` feature the toolkit is the crate's own: the
+// built-in stores and the runtime use it all the same.
+#[cfg(not(feature = "store-kit"))]
+#[allow(unreachable_pub, dead_code, unused_imports)]
+pub(crate) mod kit;
 #[cfg(feature = "memcached")]
 pub(crate) mod memcached;
 pub(crate) mod memory;
-#[cfg(any(
-    feature = "redis",
-    feature = "memcached",
-    feature = "postgres",
-    feature = "etcd"
-))]
-mod net;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
-pub(crate) mod url;
 
 #[cfg(feature = "etcd")]
 pub use self::etcd::{EtcdConfig, EtcdStore};
@@ -103,6 +102,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::{Error, Holder, Result};
+
+pub(crate) use self::kit::{store_ttl, validate_ttl};
 
 /// A boxed, `Send` future: what [`LockStore`] methods return, so the trait stays object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -441,83 +442,6 @@ pub trait LockStore: Send + Sync + 'static {
     }
 }
 
-/// Checks a TTL against zero and `store`'s range ([`LockStore::min_ttl`],
-/// [`LockStore::max_ttl`]), as the store will keep it: rounded up to its
-/// resolution ([`store_ttl`]), so 1.5 s on a store that keeps whole seconds
-/// from 2 s is 2 s, and accepted.
-#[inline]
-pub(crate) fn validate_ttl(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
-    let (min, max) = (store.min_ttl(), store.max_ttl());
-    let kept = store_ttl(ttl, store);
-    if !ttl.is_zero() && kept >= min && kept <= max {
-        return Ok(());
-    }
-    Err(invalid_ttl(key, ttl, min, max))
-}
-
-/// Why `ttl` is refused; out of line, so the check above stays small on the
-/// path every acquire takes.
-#[cold]
-#[inline(never)]
-fn invalid_ttl(key: &str, ttl: Duration, min: Duration, max: Duration) -> Error {
-    let reason = if ttl.is_zero() {
-        "a zero ttl expires at once; give the longest time the work may take, \
-         for example 30s"
-            .to_owned()
-    } else if ttl < min {
-        format!("the store keeps leases for at least {min:?}; use a ttl of at least that")
-    } else {
-        format!("the store keeps leases for at most {max:?}; use a shorter ttl")
-    };
-    Error::InvalidTtl {
-        key: key.to_owned(),
-        ttl,
-        reason,
-    }
-}
-
-/// `ttl` rounded up to a whole multiple of `store`'s resolution
-/// ([`LockStore::ttl_resolution`]): what the store is asked to keep, never
-/// less than what the caller asked for.
-#[inline]
-pub(crate) fn store_ttl(ttl: Duration, store: &dyn LockStore) -> Duration {
-    // Whole seconds, what TTLs almost always are, are a whole multiple of
-    // any resolution up to a second: no store to ask, nothing to round.
-    if ttl.subsec_nanos() == 0 {
-        return ttl;
-    }
-    round_up(ttl, store.ttl_resolution())
-}
-
-fn round_up(ttl: Duration, resolution: Duration) -> Duration {
-    // The common case, whole milliseconds (or any step dividing a second),
-    // in 32-bit arithmetic: this runs on every acquire.
-    let sub_second = resolution.as_secs() == 0 && resolution.subsec_nanos() > 0;
-    if sub_second && 1_000_000_000 % resolution.subsec_nanos() == 0 {
-        let step = resolution.subsec_nanos();
-        let over = ttl.subsec_nanos() % step;
-        return if over == 0 {
-            ttl
-        } else {
-            ttl.saturating_add(Duration::from_nanos(u64::from(step - over)))
-        };
-    }
-    let step = resolution.as_nanos();
-    if step == 0 {
-        return ttl;
-    }
-    let over = ttl.as_nanos() % step;
-    if over == 0 {
-        return ttl;
-    }
-    // `step - over` is below the resolution, which fits in u64 nanoseconds
-    // for any resolution under 584 years.
-    match u64::try_from(step - over) {
-        Ok(short) => ttl.saturating_add(Duration::from_nanos(short)),
-        Err(_) => ttl,
-    }
-}
-
 impl<S: LockStore + ?Sized> LockStore for Arc<S> {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         (**self).acquire(request)
@@ -582,40 +506,5 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
         (**self).release_now(key, token)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_ttl_is_checked_against_zero_and_the_store_range() {
-        let store = MemoryStore::new();
-        assert!(validate_ttl("k", Duration::from_secs(1), &store).is_ok());
-        assert!(matches!(
-            validate_ttl("k", Duration::ZERO, &store),
-            Err(Error::InvalidTtl { .. })
-        ));
-        assert!(matches!(
-            validate_ttl("k", store.max_ttl() + Duration::from_secs(1), &store),
-            Err(Error::InvalidTtl { .. })
-        ));
-    }
-
-    // Rounding down would let a store keep a lease shorter than asked.
-    #[test]
-    fn a_ttl_is_rounded_up_to_the_resolution_never_down() {
-        let ms = Duration::from_millis(1);
-        assert_eq!(round_up(Duration::from_micros(1), ms), ms);
-        assert_eq!(round_up(Duration::from_micros(1001), ms), 2 * ms);
-        assert_eq!(round_up(Duration::from_secs(3), ms), Duration::from_secs(3));
-        assert_eq!(
-            round_up(Duration::from_millis(1500), Duration::from_secs(1)),
-            Duration::from_secs(2),
-            "a store keeping whole seconds"
-        );
-        assert_eq!(round_up(Duration::MAX, ms), Duration::MAX, "saturates");
-        assert_eq!(round_up(ms, Duration::ZERO), ms, "no resolution");
     }
 }

@@ -23,9 +23,9 @@ use tokio::task::JoinHandle;
 pub use self::config::EtcdConfig;
 use self::leases::{ExtendSent, Granted, found, revoke_later};
 use self::watch::Watches;
-use super::net::deadline::{BoxError, CallError, Deadline};
-use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::kit::Waiters;
+use crate::store::kit::{BoxError, CallError, Deadline};
 use crate::{Error, Holder, Result};
 
 /// The longest TTL the store accepts: 100 years, far inside etcd's own

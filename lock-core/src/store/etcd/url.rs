@@ -7,7 +7,7 @@
 //! password reaches an endpoint list, which errors and `Debug` show.
 
 use super::{EtcdConfig, EtcdStore};
-use crate::store::url::{invalid, percent_decode, scheme};
+use crate::store::kit::{invalid_url, percent_decode, scheme};
 use crate::{LockManager, Result};
 
 /// A manager over the etcd cluster `url` names.
@@ -41,11 +41,11 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
             Some(at) => {
                 let (name, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
                 let decoded = (
-                    percent_decode(name).map_err(|why| invalid(url, why))?,
-                    percent_decode(password).map_err(|why| invalid(url, why))?,
+                    percent_decode(name).map_err(|why| invalid_url(url, why))?,
+                    percent_decode(password).map_err(|why| invalid_url(url, why))?,
                 );
                 if user.as_ref().is_some_and(|given| *given != decoded) {
-                    return Err(invalid(
+                    return Err(invalid_url(
                         url,
                         "its members carry different credentials; etcd takes one user: \
                          write them once, etcd://user:password@host:port,host:port",
@@ -58,7 +58,7 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
         };
         let host = host.trim_end_matches('/');
         if host.is_empty() || host.contains('/') {
-            return Err(invalid(
+            return Err(invalid_url(
                 url,
                 "each member is host:port, without a path; \
                  write etcd://[user:password@]host:port[,host:port...]",
@@ -67,7 +67,7 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
         endpoints.push(format!("{last_scheme}://{host}"));
     }
     if endpoints.is_empty() {
-        return Err(invalid(
+        return Err(invalid_url(
             url,
             "it names no member; write etcd://[user:password@]host:port[,host:port...]",
         ));

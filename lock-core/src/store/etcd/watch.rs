@@ -33,9 +33,9 @@ use etcd_client::{Client, EventType, WatchFilterType, WatchOptions, WatchRespons
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::store::net::backoff::Backoff;
-use crate::store::net::deadline::Deadline;
-use crate::store::net::waiters::Waiters;
+use crate::store::kit::Backoff;
+use crate::store::kit::Deadline;
+use crate::store::kit::Waiters;
 
 /// How often watches of keys nobody waits for are cancelled.
 const TIDY_EVERY: Duration = Duration::from_secs(5);

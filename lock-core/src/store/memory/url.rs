@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use crate::store::url::{invalid, scheme};
+use crate::store::kit::{invalid_url, scheme};
 use crate::{LockManager, Result};
 
 /// A manager over this process's memory store, the one every `memory://`
@@ -16,7 +16,7 @@ pub(crate) fn connect(url: &str) -> Result<LockManager> {
     static PROCESS: OnceLock<LockManager> = OnceLock::new();
     let rest = scheme(url).map_or(url, |(_, rest)| rest);
     if !rest.trim_end_matches('/').is_empty() {
-        return Err(invalid(
+        return Err(invalid_url(
             url,
             "a memory URL names this process's memory store and nothing else; write memory://",
         ));

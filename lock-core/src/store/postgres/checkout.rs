@@ -43,7 +43,7 @@ use deadpool_postgres::Object;
 use tokio::time::Instant;
 use tokio_postgres::NoTls;
 
-use crate::store::net::deadline::Deadline;
+use crate::store::kit::Deadline;
 
 /// The longest a connection whose call was dropped early waits for its
 /// statement to answer before it is cancelled and thrown away, when the

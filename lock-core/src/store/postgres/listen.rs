@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::store::net::backoff::Backoff;
-use crate::store::net::deadline::Deadline;
-use crate::store::net::waiters::Waiters;
+use crate::store::kit::Backoff;
+use crate::store::kit::Deadline;
+use crate::store::kit::Waiters;
 
 /// How often the connection checks that the server still answers.
 const PING_EVERY: Duration = Duration::from_secs(5);

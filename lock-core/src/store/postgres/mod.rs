@@ -25,9 +25,9 @@ use tokio_postgres::types::{ToSql, Type};
 use self::checkout::Checkout;
 pub use self::config::PostgresConfig;
 use self::listen::Listener;
-use super::net::deadline::{BoxError, Deadline};
-use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::kit::Waiters;
+use crate::store::kit::{BoxError, Deadline};
 use crate::{Error, Holder, Result, token};
 
 /// The longest TTL the store accepts: 100 years, far inside what

@@ -19,9 +19,9 @@ use super::scripts::Scripts;
 use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
 use super::wakeups::{Listener, Nodes};
-use crate::store::net::deadline::{CallError, Deadline};
-use crate::store::net::waiters::{Waiters, Watch};
-use crate::store::url::redacted;
+use crate::store::kit::redacted;
+use crate::store::kit::{CallError, Deadline};
+use crate::store::kit::{Waiters, Watch};
 use crate::{Error, Result};
 
 /// The command connection: one reconnecting multiplexed connection to a

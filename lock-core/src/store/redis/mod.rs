@@ -8,7 +8,7 @@
 //! [`wakeups`] (the one release subscription); this file is the store
 //! itself. The per-call deadline, the waiter registry and the reconnect
 //! backoff are shared with the other networked stores, in
-//! [`store::net`](crate::store).
+//! [`store::kit`](crate::store), the toolkit any store can use.
 
 mod acked;
 mod config;
@@ -33,9 +33,9 @@ pub use self::config::RedisConfig;
 use self::connect::Connection;
 use self::keys::{KeyArg, check_key, lease_key, millis};
 use self::scripts::{Scripts, evalsha};
-use super::net::deadline::{CallError, Deadline};
-use super::net::waiters::Waiters;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::kit::Waiters;
+use crate::store::kit::{CallError, Deadline};
 use crate::{Error, Holder, Result};
 
 /// `WAIT <replicas> <timeout ms>`: what follows each lease write with

@@ -24,7 +24,7 @@ use ::redis::{
 };
 
 use crate::store::BoxFuture;
-use crate::store::url::percent_decode as decode;
+use crate::store::kit::percent_decode as decode;
 use crate::{Error, Result};
 
 /// The port of a sentinel given without one.

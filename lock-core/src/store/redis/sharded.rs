@@ -21,8 +21,8 @@ use ::redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisError, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::wakeups::{key_of_channel, release_channel};
-use crate::store::net::deadline::{CallError, Deadline};
-use crate::store::net::waiters::{Waiters, Watch};
+use crate::store::kit::{CallError, Deadline};
+use crate::store::kit::{Waiters, Watch};
 
 /// How often subscriptions that failed are tried again.
 const RETRY_EVERY: Duration = Duration::from_millis(250);

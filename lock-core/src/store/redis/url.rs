@@ -10,7 +10,7 @@
 //!   service (their commas are the sentinels').
 
 use super::{RedisConfig, RedisStore};
-use crate::store::url::{invalid, scheme};
+use crate::store::kit::{invalid_url, scheme};
 use crate::{LockManager, Result};
 
 /// A manager over the Redis store `url` names.
@@ -70,7 +70,7 @@ fn cluster_seeds(url: &str, plain: &str, rest: &str) -> Result<Vec<String>> {
         .map(|host| format!("{plain}://{credentials}{host}"))
         .collect();
     if seeds.is_empty() {
-        return Err(invalid(
+        return Err(invalid_url(
             url,
             "a cluster URL names no node; write redis+cluster://[user:password@]host:port[,host:port...]",
         ));

@@ -11,9 +11,9 @@ use ::redis::{Client, RedisError, Value};
 use futures_util::StreamExt;
 
 use super::sentinel::SentinelConnection;
-use crate::store::net::backoff::Backoff;
-use crate::store::net::deadline::{CallError, Deadline};
-use crate::store::net::waiters::{Waiters, Watch};
+use crate::store::kit::Backoff;
+use crate::store::kit::{CallError, Deadline};
+use crate::store::kit::{Waiters, Watch};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How often the subscription checks that its server still answers.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// The growing pause between reconnect attempts.
 #[derive(Debug)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     min: Duration,
     max: Duration,
     healthy: Duration,
@@ -21,7 +21,7 @@ pub(crate) struct Backoff {
 impl Backoff {
     /// Pauses from `min`, doubling up to `max`; a connection that stays up
     /// for `healthy` starts them from `min` again.
-    pub(crate) fn new(min: Duration, max: Duration, healthy: Duration) -> Self {
+    pub fn new(min: Duration, max: Duration, healthy: Duration) -> Self {
         Backoff {
             min,
             max,
@@ -32,7 +32,7 @@ impl Backoff {
 
     /// The pause before the next attempt, with up to 50% jitter so many
     /// processes reconnecting at once spread out; the one after is doubled.
-    pub(crate) fn next_pause(&mut self) -> Duration {
+    pub fn next_pause(&mut self) -> Duration {
         let pause = self.next;
         self.next = (self.next * 2).min(self.max);
         pause + pause.mul_f64(rand::random::<f64>() / 2.0)
@@ -40,7 +40,7 @@ impl Backoff {
 
     /// A connection ended after being up for `lasted`: if that was long
     /// enough to call it healthy, the next pause starts from the minimum.
-    pub(crate) fn ended_after(&mut self, lasted: Duration) {
+    pub fn ended_after(&mut self, lasted: Duration) {
         if lasted >= self.healthy {
             self.next = self.min;
         }

@@ -17,7 +17,7 @@ const HIDDEN: &str = "***";
 
 /// `url`'s scheme, lowercased, and what follows its `://`; `None` when it
 /// has no scheme.
-pub(crate) fn scheme(url: &str) -> Option<(Cow<'_, str>, &str)> {
+pub fn scheme(url: &str) -> Option<(Cow<'_, str>, &str)> {
     let (scheme, rest) = url.split_once("://")?;
     let plain = !scheme.is_empty()
         && scheme
@@ -41,7 +41,7 @@ pub(crate) fn scheme(url: &str) -> Option<(Cow<'_, str>, &str)> {
 /// (`?sentinel_password=...`, or `password=...` in PostgreSQL's
 /// `key=value` form). Each also as it reads once its `%XX` escapes are
 /// decoded, as a client library may quote it.
-pub(crate) fn secrets(url: &str) -> Vec<String> {
+pub fn secrets(url: &str) -> Vec<String> {
     let (addresses, _) = url.split_once('?').unwrap_or((url, ""));
     let in_userinfo = addresses.split(',').filter_map(|part| {
         let rest = part.split_once("://").map_or(part, |(_, rest)| rest);
@@ -79,7 +79,7 @@ pub(crate) fn secrets(url: &str) -> Vec<String> {
 }
 
 /// `text` with every one of `secrets` replaced by `***`.
-pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
+pub fn scrub(text: &str, secrets: &[String]) -> String {
     secrets
         .iter()
         .fold(text.to_owned(), |text, secret| text.replace(secret, HIDDEN))
@@ -87,13 +87,13 @@ pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
 
 /// `url` as it may be shown: every secret [`secrets`] finds replaced by
 /// `***` (`postgres://app:***@db/app`), the rest as given.
-pub(crate) fn redacted(url: &str) -> String {
+pub fn redacted(url: &str) -> String {
     scrub(url, &secrets(url))
 }
 
 /// The error for a store URL that cannot be used, saying why; the URL is
 /// shown [`redacted`].
-pub(crate) fn invalid(url: &str, reason: impl Into<String>) -> Error {
+pub fn invalid_url(url: &str, reason: impl Into<String>) -> Error {
     Error::InvalidUrl {
         url: redacted(url),
         reason: reason.into(),
@@ -101,7 +101,7 @@ pub(crate) fn invalid(url: &str, reason: impl Into<String>) -> Error {
 }
 
 /// `text` with its `%XX` escapes decoded (`p%40ss` is `p@ss`).
-pub(crate) fn percent_decode(text: &str) -> Result<String, String> {
+pub fn percent_decode(text: &str) -> Result<String, String> {
     if !text.contains('%') {
         return Ok(text.to_owned());
     }

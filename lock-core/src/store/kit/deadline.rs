@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 /// Why a bounded call failed: the store's own error, or no answer in time.
 #[derive(Debug)]
-pub(crate) enum CallError<E> {
+pub enum CallError<E> {
     /// The store answered with an error.
     Store(E),
     /// No answer within the call's bound: the bound, and the setting that
@@ -44,14 +44,12 @@ impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
 
 /// The error type of stores whose calls mix several error types (a pool's
 /// and a driver's).
-#[cfg_attr(not(any(feature = "postgres", feature = "etcd")), allow(dead_code))]
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl CallError<BoxError> {
     /// The error itself (or the time-out, as text): `Box<dyn Error>` is not
     /// an `Error` of its own, so it cannot be wrapped as one.
-    #[cfg_attr(not(any(feature = "postgres", feature = "etcd")), allow(dead_code))]
-    pub(crate) fn into_boxed(self) -> BoxError {
+    pub fn into_boxed(self) -> BoxError {
         match self {
             CallError::Store(error) => error,
             timed_out => timed_out.to_string().into(),
@@ -61,7 +59,7 @@ impl CallError<BoxError> {
 
 /// One call's deadline: `timeout` from when it was started.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Deadline {
+pub struct Deadline {
     /// `None`: a timeout too long to represent (`Duration::MAX`), which
     /// means no bound at all.
     at: Option<Instant>,
@@ -73,7 +71,7 @@ impl Deadline {
     /// A deadline `timeout` from now; `setting` names the configuration
     /// that sets `timeout`, for the error message. A timeout past what the
     /// clock can represent (`Duration::MAX`) is no bound, never a panic.
-    pub(crate) fn after(timeout: Duration, setting: &'static str) -> Self {
+    pub fn after(timeout: Duration, setting: &'static str) -> Self {
         Deadline {
             at: Instant::now().checked_add(timeout),
             timeout,
@@ -82,7 +80,7 @@ impl Deadline {
     }
 
     /// Runs `work` unless the deadline passes first.
-    pub(crate) async fn bound<T, E>(
+    pub async fn bound<T, E>(
         self,
         work: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {

@@ -25,7 +25,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 /// one reference and each waiter's [`Interest`] another, so an entry with a
 /// single reference has no waiter left and is removed.
 #[derive(Default)]
-pub(crate) struct Waiters {
+pub struct Waiters {
     keys: Mutex<HashMap<Box<str>, Arc<Notify>>>,
     /// Where the first waiter for a key and the last one leaving are
     /// announced, for a store that listens per key (see [`Waiters::watched`]).
@@ -34,7 +34,7 @@ pub(crate) struct Waiters {
 
 /// A change in which keys this process waits for.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Watch {
+pub enum Watch {
     /// The first waiter for this key arrived: start listening for its
     /// releases, then [`wake_key`](Waiters::wake_key) it once, since a
     /// release may have come before the listening started.
@@ -47,8 +47,7 @@ impl Waiters {
     /// A registry that announces, in order, each key gaining its first
     /// waiter and losing its last: for a store whose notifications are per
     /// key, so a process listens only for the keys it waits for.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn watched() -> (Self, UnboundedReceiver<Watch>) {
+    pub fn watched() -> (Self, UnboundedReceiver<Watch>) {
         let (sender, receiver) = unbounded_channel();
         let waiters = Waiters {
             keys: Mutex::default(),
@@ -58,8 +57,7 @@ impl Waiters {
     }
 
     /// Every key somebody waits for now.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn keys(&self) -> Vec<Box<str>> {
+    pub fn keys(&self) -> Vec<Box<str>> {
         self.lock().keys().cloned().collect()
     }
 
@@ -79,18 +77,23 @@ impl Waiters {
     }
 
     /// Whether anybody in this process waits for `key`.
-    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
-    pub(crate) fn contains(&self, key: &str) -> bool {
+    pub fn contains(&self, key: &str) -> bool {
         self.lock().contains_key(key)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// How many keys somebody in this process waits for.
+    pub fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Whether nobody in this process waits for any key.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 
     /// Registers a waiter for the next release of `key`, enabled at once so a
     /// notification sent from now on is not lost.
-    pub(crate) fn register(self: &Arc<Self>, key: &str) -> Interest {
+    pub fn register(self: &Arc<Self>, key: &str) -> Interest {
         let notify = {
             let mut keys = self.lock();
             match keys.get(key) {
@@ -115,7 +118,7 @@ impl Waiters {
     /// A release of `key` was announced: wake one local waiter. It retries;
     /// if it fails again it waits again, and the others keep waiting for the
     /// next release.
-    pub(crate) fn released(&self, key: &str) {
+    pub fn released(&self, key: &str) {
         if let Some(notify) = self.lock().get(key) {
             notify.notify_one();
         }
@@ -124,8 +127,7 @@ impl Waiters {
     /// Wakes every waiter of `key` (each retries once): used when listening
     /// for `key` has just started, since a release may have come before, or
     /// when listening for it ended with a release possibly unheard.
-    #[cfg_attr(not(any(feature = "redis", feature = "etcd")), allow(dead_code))]
-    pub(crate) fn wake_key(&self, key: &str) {
+    pub fn wake_key(&self, key: &str) {
         if let Some(notify) = self.lock().get(key) {
             notify.notify_waiters();
         }
@@ -133,8 +135,7 @@ impl Waiters {
 
     /// Wakes every waiter: used after the subscription (re)connects, when a
     /// release may have gone unheard.
-    #[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn wake_all(&self) {
+    pub fn wake_all(&self) {
         for notify in self.lock().values() {
             notify.notify_waiters();
         }
@@ -143,7 +144,7 @@ impl Waiters {
 
 /// One waiter's registration; the future inside the
 /// [`Wakeup`](crate::store::Wakeup) it becomes.
-pub(crate) struct Interest {
+pub struct Interest {
     waiters: Arc<Waiters>,
     key: Box<str>,
     notified: Pin<Box<OwnedNotified>>,
