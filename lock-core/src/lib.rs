@@ -125,15 +125,9 @@ pub use lock::Lock;
 pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use options::{LockOptions, OnContended, OnLost};
-#[cfg(feature = "etcd")]
-pub use store::{EtcdConfig, EtcdStore};
-pub use store::{LockStore, MemoryStore};
-#[cfg(feature = "memcached")]
-pub use store::{MemcachedConfig, MemcachedStore};
-#[cfg(feature = "postgres")]
-pub use store::{PostgresConfig, PostgresStore};
-#[cfg(feature = "redis")]
-pub use store::{RedisConfig, RedisStore};
+pub use store::LockStore;
+// MemoryStore, and each store its feature builds (RedisStore, RedisConfig...).
+pub use store::builtin::*;
 
 #[cfg(test)]
 mod tests {

@@ -169,7 +169,7 @@ mod tests {
         let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
             // Not in a packaged crate, whose README is elsewhere.
             .unwrap_or_default();
-        for (scheme, _) in schemes::SCHEMES {
+        for (scheme, _) in schemes::schemes() {
             let written = format!("`{scheme}://`");
             assert!(
                 docs.contains(&written),

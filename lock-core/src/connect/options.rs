@@ -1,16 +1,13 @@
 //! [`ConnectOptions`]: the settings [`connect_with`](crate::connect_with)
 //! hands to whichever store the URL names.
+//!
+//! Each store adds its own setter (`ConnectOptions::redis`...) and reads
+//! its configuration back in its own folder (`store/<name>/url.rs`), so
+//! this type names no store.
 
+use std::any::Any;
+use std::fmt;
 use std::time::Duration;
-
-#[cfg(feature = "etcd")]
-use crate::EtcdConfig;
-#[cfg(feature = "memcached")]
-use crate::MemcachedConfig;
-#[cfg(feature = "postgres")]
-use crate::PostgresConfig;
-#[cfg(feature = "redis")]
-use crate::RedisConfig;
 
 /// What [`connect_with`](crate::connect_with) sets up the store with,
 /// whichever store the URL names: one time bound for every call, and each
@@ -38,14 +35,41 @@ use crate::RedisConfig;
 #[must_use = "ConnectOptions do nothing until passed to lock_core::connect_with"]
 pub struct ConnectOptions {
     timeout: Option<Duration>,
-    #[cfg(feature = "redis")]
-    redis: RedisConfig,
-    #[cfg(feature = "memcached")]
-    memcached: MemcachedConfig,
-    #[cfg(feature = "postgres")]
-    postgres: PostgresConfig,
-    #[cfg(feature = "etcd")]
-    etcd: EtcdConfig,
+    /// Each store's configuration, at most one of each type, as given.
+    stores: Vec<Config>,
+}
+
+/// One store's configuration, of whichever type that store takes.
+struct Config(Box<dyn StoreConfig>);
+
+/// What a store's configuration type is to [`ConnectOptions`]: cloned with
+/// it, shown in its `Debug` output (which each configuration keeps free of
+/// passwords), and read back by type.
+trait StoreConfig: Any + fmt::Debug + Send + Sync {
+    fn clone_boxed(&self) -> Box<dyn StoreConfig>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<C: Any + Clone + fmt::Debug + Send + Sync> StoreConfig for C {
+    fn clone_boxed(&self) -> Box<dyn StoreConfig> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Clone for Config {
+    fn clone(&self) -> Self {
+        Config(self.0.clone_boxed())
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl ConnectOptions {
@@ -68,89 +92,48 @@ impl ConnectOptions {
         self
     }
 
-    /// How a `redis://` (cluster, Sentinel...) URL's store behaves: its
-    /// release channels, [`replica_acks`](RedisConfig::replica_acks)...
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use lock_core::{ConnectOptions, RedisConfig};
-    ///
-    /// let options = ConnectOptions::new()
-    ///     .redis(RedisConfig::new().replica_acks(1, Duration::from_millis(500)));
-    /// # let _ = options;
-    /// ```
-    #[cfg(feature = "redis")]
-    pub fn redis(mut self, config: RedisConfig) -> Self {
-        self.redis = config;
+    /// The same options with `config` as its store's configuration, in
+    /// place of any given before: for each store's own setter.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "memcached",
+            feature = "postgres",
+            feature = "etcd"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn with_store<C: Any + Clone + fmt::Debug + Send + Sync>(
+        mut self,
+        config: C,
+    ) -> Self {
+        self.stores.retain(|given| !given.0.as_any().is::<C>());
+        self.stores.push(Config(Box::new(config)));
         self
     }
 
-    /// How a `memcache://` URL's store behaves: its number of connections...
-    #[cfg(feature = "memcached")]
-    pub fn memcached(mut self, config: MemcachedConfig) -> Self {
-        self.memcached = config;
-        self
-    }
-
-    /// How a `postgres://` URL's store behaves: where its lease table is
-    /// and whether it may create it, its pool...
-    ///
-    /// ```
-    /// use lock_core::{ConnectOptions, PostgresConfig};
-    ///
-    /// // The table comes from the application's own migrations.
-    /// let options = ConnectOptions::new()
-    ///     .postgres(PostgresConfig::new().schema("ops").create_table(false));
-    /// # let _ = options;
-    /// ```
-    #[cfg(feature = "postgres")]
-    pub fn postgres(mut self, config: PostgresConfig) -> Self {
-        self.postgres = config;
-        self
-    }
-
-    /// How an `etcd://` (or `http://`) URL's store behaves. A user given in
-    /// the URL (`etcd://user:password@host:2379`) wins over one set with
-    /// [`EtcdConfig::user`].
-    #[cfg(feature = "etcd")]
-    pub fn etcd(mut self, config: EtcdConfig) -> Self {
-        self.etcd = config;
-        self
-    }
-
-    /// The Redis configuration, with the common timeout when one is set.
-    #[cfg(feature = "redis")]
-    pub(super) fn into_redis(self) -> RedisConfig {
+    /// The configuration of type `C` given, or `C`'s default, with the
+    /// common [`timeout`](ConnectOptions::timeout) set through
+    /// `set_timeout` when one was given: what a store connects with.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "memcached",
+            feature = "postgres",
+            feature = "etcd"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn store<C: Any + Clone + Default>(&self, set_timeout: fn(C, Duration) -> C) -> C {
+        let config = self
+            .stores
+            .iter()
+            .find_map(|given| given.0.as_any().downcast_ref::<C>())
+            .cloned()
+            .unwrap_or_default();
         match self.timeout {
-            Some(timeout) => self.redis.timeout(timeout),
-            None => self.redis,
-        }
-    }
-
-    /// The memcached configuration, with the common timeout when one is set.
-    #[cfg(feature = "memcached")]
-    pub(super) fn into_memcached(self) -> MemcachedConfig {
-        match self.timeout {
-            Some(timeout) => self.memcached.timeout(timeout),
-            None => self.memcached,
-        }
-    }
-
-    /// The PostgreSQL configuration, with the common timeout when one is set.
-    #[cfg(feature = "postgres")]
-    pub(super) fn into_postgres(self) -> PostgresConfig {
-        match self.timeout {
-            Some(timeout) => self.postgres.timeout(timeout),
-            None => self.postgres,
-        }
-    }
-
-    /// The etcd configuration, with the common timeout when one is set.
-    #[cfg(feature = "etcd")]
-    pub(super) fn into_etcd(self) -> EtcdConfig {
-        match self.timeout {
-            Some(timeout) => self.etcd.timeout(timeout),
-            None => self.etcd,
+            Some(timeout) => set_timeout(config, timeout),
+            None => config,
         }
     }
 }
@@ -167,6 +150,7 @@ mod tests {
     #[test]
     fn the_common_timeout_wins_over_each_store_configurations_own() {
         use super::*;
+        use crate::{PostgresConfig, RedisConfig};
         let second = Duration::from_secs(1);
         let given = || PostgresConfig::new().timeout(second * 9).schema("ops");
         let wanted = format!("{:?}", given().timeout(second));
@@ -174,12 +158,12 @@ mod tests {
         let after = ConnectOptions::new().postgres(given()).timeout(second);
         for options in [before, after] {
             assert_eq!(
-                format!("{:?}", options.clone().into_postgres()),
+                format!("{:?}", options.store(PostgresConfig::timeout)),
                 wanted,
                 "the common timeout, and the rest of the store's configuration"
             );
             assert_eq!(
-                format!("{:?}", options.into_redis()),
+                format!("{:?}", options.store(RedisConfig::timeout)),
                 format!("{:?}", RedisConfig::new().timeout(second)),
                 "every store's"
             );
@@ -187,7 +171,9 @@ mod tests {
         assert_eq!(
             format!(
                 "{:?}",
-                ConnectOptions::new().postgres(given()).into_postgres()
+                ConnectOptions::new()
+                    .postgres(given())
+                    .store(PostgresConfig::timeout)
             ),
             format!("{:?}", given()),
             "without one, the store's own"
@@ -198,6 +184,7 @@ mod tests {
     #[test]
     fn the_options_debug_output_never_shows_a_password() {
         use super::*;
+        use crate::EtcdConfig;
         let options = ConnectOptions::new().etcd(EtcdConfig::new().user("locks", "hunter2"));
         let shown = format!("{options:?}");
         assert!(!shown.contains("hunter2"), "{shown}");

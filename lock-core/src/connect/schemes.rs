@@ -11,7 +11,8 @@ use crate::store::BoxFuture;
 use crate::store::kit::{invalid_url, scheme};
 use crate::{ConnectOptions, Error, LockManager, Result};
 
-/// How a store connects from a URL and the options.
+/// How a store connects from a URL and the options: each store's
+/// `store/<name>/url.rs` has one, `open`.
 pub(super) type Open = for<'a> fn(&'a str, ConnectOptions) -> BoxFuture<'a, Result<LockManager>>;
 
 /// A store URLs can name.
@@ -20,85 +21,75 @@ pub(super) struct Store {
     name: &'static str,
     /// The cargo feature of lock-core that builds it; `None`: always built.
     feature: Option<&'static str>,
+    /// The schemes of its URLs, lowercase.
+    schemes: &'static [&'static str],
     /// How one of its URLs connects; `None` when this build leaves it out.
     open: Option<Open>,
 }
 
-const MEMORY: Store = Store {
-    name: "memory",
-    feature: None,
-    open: Some(|url, _| Box::pin(async move { crate::store::memory::url::connect(url) })),
-};
+/// A [`Store`] entry for the store in `store/<module>/`, built with lock-core's
+/// `feature`: its `url::open` when the feature is on, a note of the
+/// feature to enable when it is off.
+macro_rules! store {
+    ($name:literal, feature = $feature:literal, $module:ident, [$($scheme:literal),+ $(,)?]) => {
+        Store {
+            name: $name,
+            feature: Some($feature),
+            schemes: &[$($scheme),+],
+            #[cfg(feature = $feature)]
+            open: Some(crate::store::$module::url::open),
+            #[cfg(not(feature = $feature))]
+            open: None,
+        }
+    };
+}
 
-const REDIS: Store = Store {
-    name: "Redis",
-    feature: Some("redis"),
-    #[cfg(feature = "redis")]
-    open: Some(|url, options| {
-        Box::pin(crate::store::redis::url::connect(url, options.into_redis()))
-    }),
-    #[cfg(not(feature = "redis"))]
-    open: None,
-};
-
-const MEMCACHED: Store = Store {
-    name: "memcached",
-    feature: Some("memcached"),
-    #[cfg(feature = "memcached")]
-    open: Some(|url, options| {
-        Box::pin(crate::store::memcached::url::connect(
-            url,
-            options.into_memcached(),
-        ))
-    }),
-    #[cfg(not(feature = "memcached"))]
-    open: None,
-};
-
-const POSTGRES: Store = Store {
-    name: "PostgreSQL",
-    feature: Some("postgres"),
-    #[cfg(feature = "postgres")]
-    open: Some(|url, options| {
-        Box::pin(crate::store::postgres::url::connect(
-            url,
-            options.into_postgres(),
-        ))
-    }),
-    #[cfg(not(feature = "postgres"))]
-    open: None,
-};
-
-const ETCD: Store = Store {
-    name: "etcd",
-    feature: Some("etcd"),
-    #[cfg(feature = "etcd")]
-    open: Some(|url, options| Box::pin(crate::store::etcd::url::connect(url, options.into_etcd()))),
-    #[cfg(not(feature = "etcd"))]
-    open: None,
-};
-
-/// Every scheme [`connect`](crate::connect) takes, with the store it
-/// names. The docs of `connect` and the README list the same schemes (a
-/// test holds them to this table).
-pub(super) const SCHEMES: &[(&str, &Store)] = &[
-    ("memory", &MEMORY),
-    ("redis", &REDIS),
-    ("rediss", &REDIS),
-    ("redis+unix", &REDIS),
-    ("unix", &REDIS),
-    ("redis+cluster", &REDIS),
-    ("rediss+cluster", &REDIS),
-    ("redis+sentinel", &REDIS),
-    ("rediss+sentinel", &REDIS),
-    ("memcache", &MEMCACHED),
-    ("memcached", &MEMCACHED),
-    ("postgres", &POSTGRES),
-    ("postgresql", &POSTGRES),
-    ("etcd", &ETCD),
-    ("http", &ETCD),
-    ("https", &ETCD),
+/// Every store [`connect`](crate::connect) reaches, with the schemes it
+/// takes: one entry per store. The docs of `connect` and the README list
+/// the same schemes (a test holds them to this table).
+pub(super) const STORES: &[Store] = &[
+    Store {
+        name: "memory",
+        feature: None,
+        schemes: &["memory"],
+        open: Some(crate::store::memory::url::open),
+    },
+    store!(
+        "Redis",
+        feature = "redis",
+        redis,
+        [
+            "redis",
+            "rediss",
+            "redis+unix",
+            "unix",
+            "redis+cluster",
+            "rediss+cluster",
+            "redis+sentinel",
+            "rediss+sentinel"
+        ]
+    ),
+    store!(
+        "memcached",
+        feature = "memcached",
+        memcached,
+        ["memcache", "memcached"]
+    ),
+    store!(
+        "PostgreSQL",
+        feature = "postgres",
+        postgres,
+        ["postgres", "postgresql"]
+    ),
+    store!("etcd", feature = "etcd", etcd, ["etcd", "http", "https"]),
 ];
+
+/// Every scheme with its store, in the table's order.
+pub(super) fn schemes() -> impl Iterator<Item = (&'static str, &'static Store)> {
+    STORES
+        .iter()
+        .flat_map(|store| store.schemes.iter().map(move |scheme| (*scheme, store)))
+}
 
 /// How to connect to the store `url` names; or why no store of this build
 /// takes it.
@@ -112,7 +103,7 @@ pub(super) fn resolve(url: &str) -> Result<Open> {
             ),
         ));
     };
-    let Some((_, store)) = SCHEMES.iter().find(|(name, _)| *name == scheme) else {
+    let Some((_, store)) = schemes().find(|(name, _)| *name == scheme) else {
         return Err(invalid_url(
             url,
             format!("no store takes `{scheme}://` URLs; {}", supported()),
@@ -134,8 +125,7 @@ fn not_built(scheme: &str, store: &Store) -> Error {
 /// the rest.
 fn supported() -> String {
     let listed = |built: bool| {
-        SCHEMES
-            .iter()
+        schemes()
             .filter(move |(_, store)| store.open.is_some() == built)
             .map(|(scheme, _)| format!("{scheme}://"))
     };
@@ -144,7 +134,7 @@ fn supported() -> String {
         listed(true).collect::<Vec<_>>().join(", ")
     );
     let mut features: Vec<String> = Vec::new();
-    for (_, store) in SCHEMES.iter().filter(|(_, store)| store.open.is_none()) {
+    for store in STORES.iter().filter(|store| store.open.is_none()) {
         if let Some(feature) = store.feature {
             let feature = format!("`{feature}`");
             if !features.contains(&feature) {
@@ -168,14 +158,15 @@ mod tests {
 
     #[test]
     fn each_scheme_names_one_store_and_is_written_as_it_is_matched() {
-        for (at, (scheme, _)) in SCHEMES.iter().enumerate() {
+        let all: Vec<_> = schemes().collect();
+        for (at, (scheme, _)) in all.iter().enumerate() {
             assert_eq!(
                 *scheme,
                 scheme.to_ascii_lowercase(),
                 "schemes are matched lowercased"
             );
             assert!(
-                SCHEMES[..at].iter().all(|(earlier, _)| earlier != scheme),
+                all[..at].iter().all(|(earlier, _)| earlier != scheme),
                 "`{scheme}` is in the table twice"
             );
         }
@@ -185,8 +176,7 @@ mod tests {
     fn the_scheme_picks_the_store_whatever_its_case() {
         let store = |url: &str| {
             let (scheme, _) = scheme(url.trim()).expect("a scheme");
-            SCHEMES
-                .iter()
+            schemes()
                 .find(|(name, _)| *name == scheme)
                 .map(|(_, store)| store.name)
         };
@@ -214,7 +204,7 @@ mod tests {
             text.contains("ftp://admin:***@host/"),
             "the URL, redacted: {text}"
         );
-        for (scheme, store) in SCHEMES {
+        for (scheme, store) in schemes() {
             if store.open.is_some() {
                 assert!(
                     text.contains(&format!(" {scheme}://")),
@@ -235,7 +225,7 @@ mod tests {
     // "unknown scheme" that would send the reader looking for a typo.
     #[test]
     fn a_scheme_whose_store_is_left_out_names_the_feature_to_enable() {
-        for (scheme, store) in SCHEMES.iter().filter(|(_, store)| store.feature.is_some()) {
+        for (scheme, store) in schemes().filter(|(_, store)| store.feature.is_some()) {
             let error = not_built(scheme, store);
             let text = error.to_string();
             let feature = store.feature.unwrap_or_default();

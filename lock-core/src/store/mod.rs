@@ -64,9 +64,6 @@
 //!
 //! The trait is object safe: managers hold an `Arc<dyn LockStore>`.
 
-// `pub(crate)`: `crate::connect` reaches each store through its `url` module.
-#[cfg(feature = "etcd")]
-pub(crate) mod etcd;
 #[cfg(feature = "store-kit")]
 pub mod kit;
 // Without the `store-kit` feature the toolkit is the crate's own: the
@@ -74,23 +71,41 @@ pub mod kit;
 #[cfg(not(feature = "store-kit"))]
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod kit;
-#[cfg(feature = "memcached")]
-pub(crate) mod memcached;
 pub(crate) mod memory;
-#[cfg(feature = "postgres")]
-pub(crate) mod postgres;
-#[cfg(feature = "redis")]
-pub(crate) mod redis;
 
-#[cfg(feature = "etcd")]
-pub use self::etcd::{EtcdConfig, EtcdStore};
-#[cfg(feature = "memcached")]
-pub use self::memcached::{MemcachedConfig, MemcachedStore};
-#[cfg(feature = "postgres")]
-pub use self::postgres::{PostgresConfig, PostgresStore};
-#[cfg(feature = "redis")]
-pub use self::redis::{RedisConfig, RedisStore};
-pub use memory::MemoryStore;
+pub use self::memory::MemoryStore;
+
+/// Declares each networked store: its folder `store/<module>/`, built with
+/// its lock-core cargo feature, and its public types,
+/// re-exported here and (through [`builtin`]) at the crate root. Each
+/// module is `pub(crate)` so [`connect`](crate::connect)'s scheme table
+/// reaches its `url::open`.
+macro_rules! stores {
+    ($($feature:literal => $module:ident: $($item:ident),+;)+) => {
+        $(
+            #[cfg(feature = $feature)]
+            pub(crate) mod $module;
+            #[cfg(feature = $feature)]
+            pub use self::$module::{$($item),+};
+        )+
+
+        /// Every store's public types, for the crate root's one glob.
+        pub(crate) mod builtin {
+            pub use super::MemoryStore;
+            $(
+                #[cfg(feature = $feature)]
+                pub use super::$module::{$($item),+};
+            )+
+        }
+    };
+}
+
+stores! {
+    "etcd" => etcd: EtcdConfig, EtcdStore;
+    "memcached" => memcached: MemcachedConfig, MemcachedStore;
+    "postgres" => postgres: PostgresConfig, PostgresStore;
+    "redis" => redis: RedisConfig, RedisStore;
+}
 
 use std::fmt;
 use std::future::Future;

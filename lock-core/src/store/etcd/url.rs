@@ -7,11 +7,12 @@
 //! password reaches an endpoint list, which errors and `Debug` show.
 
 use super::{EtcdConfig, EtcdStore};
+use crate::store::BoxFuture;
 use crate::store::kit::{invalid_url, percent_decode, scheme};
-use crate::{LockManager, Result};
+use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over the etcd cluster `url` names.
-pub(crate) async fn connect(url: &str, config: EtcdConfig) -> Result<LockManager> {
+async fn connect(url: &str, config: EtcdConfig) -> Result<LockManager> {
     let (endpoints, config) = members(url, config)?;
     Ok(LockManager::new(
         EtcdStore::connect_with(&endpoints, config).await?,
@@ -76,6 +77,21 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
         config = config.user(name, password);
     }
     Ok((endpoints, config))
+}
+
+/// Opens the store a URL of this store's schemes names, set up with
+/// `options`: this store's entry in [`connect`](crate::connect)'s table.
+pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
+    Box::pin(connect(url, options.store(EtcdConfig::timeout)))
+}
+
+impl ConnectOptions {
+    /// How an `etcd://` (or `http://`) URL's store behaves. A user given in
+    /// the URL (`etcd://user:password@host:2379`) wins over one set with
+    /// [`EtcdConfig::user`].
+    pub fn etcd(self, config: EtcdConfig) -> Self {
+        self.with_store(config)
+    }
 }
 
 #[cfg(test)]

@@ -3,11 +3,25 @@
 //! cannot do (credentials, several servers).
 
 use super::{MemcachedConfig, MemcachedStore};
-use crate::{LockManager, Result};
+use crate::store::BoxFuture;
+use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over the memcached server `url` names.
-pub(crate) async fn connect(url: &str, config: MemcachedConfig) -> Result<LockManager> {
+async fn connect(url: &str, config: MemcachedConfig) -> Result<LockManager> {
     Ok(LockManager::new(
         MemcachedStore::connect_with(url, config).await?,
     ))
+}
+
+/// Opens the store a URL of this store's schemes names, set up with
+/// `options`: this store's entry in [`connect`](crate::connect)'s table.
+pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
+    Box::pin(connect(url, options.store(MemcachedConfig::timeout)))
+}
+
+impl ConnectOptions {
+    /// How a `memcache://` URL's store behaves: its number of connections...
+    pub fn memcached(self, config: MemcachedConfig) -> Self {
+        self.with_store(config)
+    }
 }

@@ -7,12 +7,13 @@
 
 use std::sync::OnceLock;
 
+use crate::store::BoxFuture;
 use crate::store::kit::{invalid_url, scheme};
-use crate::{LockManager, Result};
+use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over this process's memory store, the one every `memory://`
 /// names, under the default prefix.
-pub(crate) fn connect(url: &str) -> Result<LockManager> {
+fn connect(url: &str) -> Result<LockManager> {
     static PROCESS: OnceLock<LockManager> = OnceLock::new();
     let rest = scheme(url).map_or(url, |(_, rest)| rest);
     if !rest.trim_end_matches('/').is_empty() {
@@ -22,6 +23,12 @@ pub(crate) fn connect(url: &str) -> Result<LockManager> {
         ));
     }
     Ok(PROCESS.get_or_init(LockManager::memory).clone())
+}
+
+/// Opens `memory://`: this store's entry in [`connect`](crate::connect)'s
+/// table. The memory store has no settings.
+pub(crate) fn open(url: &str, _: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
+    Box::pin(async move { connect(url) })
 }
 
 #[cfg(test)]

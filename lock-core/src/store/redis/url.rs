@@ -10,11 +10,12 @@
 //!   service (their commas are the sentinels').
 
 use super::{RedisConfig, RedisStore};
+use crate::store::BoxFuture;
 use crate::store::kit::{invalid_url, scheme};
-use crate::{LockManager, Result};
+use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over the Redis store `url` names.
-pub(crate) async fn connect(url: &str, config: RedisConfig) -> Result<LockManager> {
+async fn connect(url: &str, config: RedisConfig) -> Result<LockManager> {
     let store = match nodes(url)? {
         Nodes::One => RedisStore::connect_with(url, config).await?,
         Nodes::Cluster(seeds) => {
@@ -76,6 +77,29 @@ fn cluster_seeds(url: &str, plain: &str, rest: &str) -> Result<Vec<String>> {
         ));
     }
     Ok(seeds)
+}
+
+/// Opens the store a URL of this store's schemes names, set up with
+/// `options`: this store's entry in [`connect`](crate::connect)'s table.
+pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
+    Box::pin(connect(url, options.store(RedisConfig::timeout)))
+}
+
+impl ConnectOptions {
+    /// How a `redis://` (cluster, Sentinel...) URL's store behaves: its
+    /// release channels, [`replica_acks`](RedisConfig::replica_acks)...
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_core::{ConnectOptions, RedisConfig};
+    ///
+    /// let options = ConnectOptions::new()
+    ///     .redis(RedisConfig::new().replica_acks(1, Duration::from_millis(500)));
+    /// # let _ = options;
+    /// ```
+    pub fn redis(self, config: RedisConfig) -> Self {
+        self.with_store(config)
+    }
 }
 
 #[cfg(test)]
