@@ -38,7 +38,6 @@ use syn::{
 
 use crate::Errors;
 use crate::args::{Args, KEYS};
-use crate::context::{self, Enclosing};
 use crate::template::{self, Piece};
 use crate::validate::{Checked, Name, Settings};
 
@@ -71,8 +70,7 @@ pub(crate) fn locked(args: TokenStream, item: TokenStream) -> TokenStream {
             }
             None => {
                 let settings = Settings::new(args, &function.sig, &mut errors);
-                let refused = in_a_trait(&function.sig)
-                    .or_else(|| contended_error_without_result(&settings, &function.sig))
+                let refused = contended_error_without_result(&settings, &function.sig)
                     .or_else(|| entry_point_without_contended_error(&settings, &function));
                 match refused {
                     Some(error) => {
@@ -248,22 +246,6 @@ fn contended_error_without_result(settings: &Settings, sig: &Signature) -> Optio
             sig.ident
         ),
     ))
-}
-
-/// `#[locked]` in a trait impl or on a trait's provided method, when the
-/// source file shows it (see [`context`]); the method is then left as
-/// written, so this is the only error.
-fn in_a_trait(sig: &Signature) -> Option<syn::Error> {
-    let message = match context::enclosing(sig.ident.span(), &sig.ident.to_string())? {
-        Enclosing::TraitImpl => {
-            "#[locked] cannot go in a trait impl: it rewrites the method's signature, which must stay the trait's; put #[locked] on an inherent async method and call it from the trait impl"
-        }
-        Enclosing::TraitDefinition => {
-            "#[locked] cannot go on a trait's method: it would rewrite the signature every implementor must match; put #[locked] on an inherent async method of the implementing type and call it from its trait impl"
-        }
-        Enclosing::Other => return None,
-    };
-    Some(syn::Error::new(sig.ident.span(), message))
 }
 
 /// `#[async_trait]` expands first and leaves a non-async method with an
@@ -638,13 +620,14 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
         });
     });
 
-    // A trait impl allows only the trait's items, so this companion const
-    // turns "#[locked] inside `impl Trait for T`" into an error that names
-    // the fix, spanned at the method's name. Its visibility is refused in a
-    // trait definition and a trait impl alike (trait items share the
-    // trait's), which is what refuses #[locked] on a trait's provided
-    // method. In modules, blocks and inherent impls it is an unused,
-    // hidden, crate-visible const.
+    // The attribute is given the function alone, and a method with a body
+    // reads the same in a trait impl, a trait and an inherent impl; this
+    // companion const is what refuses the first two. A trait impl allows
+    // only the trait's items, so there it is an error that names the fix.
+    // Its visibility is refused in a trait definition and a trait impl
+    // alike (trait items share the trait's), which is what refuses
+    // #[locked] on a trait's provided method. In modules, blocks and
+    // inherent impls it is an unused, hidden, crate-visible const.
     let companion = format_ident!(
         "locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__{}",
         sig.ident,

@@ -14,7 +14,6 @@
 //! not belong together fail to compile instead of misbehaving.
 
 mod args;
-mod context;
 mod duration;
 mod expand;
 mod template;
@@ -328,22 +327,15 @@ use proc_macro::TokenStream;
 ///
 /// Not in traits, neither in a trait impl nor on a trait's provided method:
 /// the attribute changes the return type, which would no longer match the
-/// trait (or would change the trait for every implementor). An attribute
-/// sees only its function, so on Rust 1.88 and later, where the compiler
-/// says where that function is, `#[locked]` reads the source file there:
-/// in a trait impl or a trait definition it reports one error in its own
-/// words, naming the fix, and leaves the method as written, so no follow-on
-/// error about the signature appears. Where it cannot read that for
-/// certain (older compilers, code written by other macros), the expansion's
-/// hidden companion const, named
-/// `locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__<fn>`,
-/// still refuses it: a trait impl says that const "is not a member of
-/// trait", a trait definition that "visibility qualifiers are not permitted
-/// here". Under `#[async_trait]` the message is the attribute's own. Put
-/// `#[locked]` on an inherent method and call it from the trait:
+/// trait (or would change the trait for every implementor). Put the lock
+/// inside the trait's method instead: call a `#[locked]` inherent method or
+/// free function from it, or build the same lock at run time with
+/// [`Lock::run`](struct.Lock.html#method.run):
 ///
 /// ```
 /// # use lock_core::locked;
+/// use std::time::Duration;
+///
 /// trait Job {
 ///     async fn run(&self) -> Result<Option<u32>, lock_core::Error>;
 /// }
@@ -362,7 +354,38 @@ use proc_macro::TokenStream;
 ///         self.run_locked().await
 ///     }
 /// }
+///
+/// struct Weekly;
+///
+/// impl Job for Weekly {
+///     async fn run(&self) -> Result<Option<u32>, lock_core::Error> {
+///         lock_core::registry::manager()
+///             .lock("weekly", Duration::from_secs(3600))
+///             .run(async { Ok(7) })
+///             .await
+///     }
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # assert_eq!(Nightly.run().await.unwrap(), Some(42));
+/// # assert_eq!(Weekly.run().await.unwrap(), Some(7));
+/// # }
 /// ```
+///
+/// An attribute is given the tokens of its function alone, not the `impl`
+/// or `trait` around it, so `#[locked]` names this fix in its own words
+/// only where those tokens show a trait: a method without a body
+/// (`async fn run(&self);`) and a method `#[async_trait]` has already
+/// rewritten. A method with a body in a trait impl looks exactly like one
+/// in an inherent impl, so there the compiler refuses it instead: the
+/// expansion adds a hidden companion const named
+/// `locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__<fn>`,
+/// which no trait allows. In a trait impl rustc reports that this const "is
+/// not a member of trait", that "visibility qualifiers are not permitted
+/// here", and that the method's future no longer resolves to the trait's
+/// output type; on a trait's provided method, "visibility qualifiers are not
+/// permitted here" alone. At a `#[locked]` method, each of these means: move
+/// the lock inside, as above. In modules and inherent impls the const is
+/// hidden and unused.
 ///
 /// # Order with other attributes
 ///

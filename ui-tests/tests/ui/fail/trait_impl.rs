@@ -1,5 +1,5 @@
 // In a plain trait impl the method's signature is the trait's: #[locked]
-// cannot change its return type, and must say what to do instead.
+// cannot change its return type, and the error must say what to do instead.
 use lock_core::locked;
 
 trait Job {

@@ -1,7 +1,7 @@
-// When the method's name comes from another macro's input, the source at
-// that place does not show the method, so #[locked] cannot tell it is in a
-// trait impl: the expansion's companion const still refuses it, in
-// rustc's words but naming the fix.
+// A trait impl written by another macro, the method's name from that
+// macro's input: the expansion's companion const refuses it as in a
+// hand-written trait impl, in rustc's words but naming the fix, at the
+// place the macro was called.
 use lock_core::locked;
 
 trait Job {
