@@ -626,20 +626,21 @@ fn expand(function: ItemFn, settings: &Settings, errors: &mut Errors) -> TokenSt
     // only the trait's items, so there it is an error that names the fix.
     // Its visibility is refused in a trait definition and a trait impl
     // alike (trait items share the trait's), which is what refuses
-    // #[locked] on a trait's provided method. In modules, blocks and
+    // #[locked] on a trait's provided method; spanned at the attribute, so
+    // that error shows `#[locked(..)]` and says it comes from it (the
+    // method's name shows no visibility to remove). In modules, blocks and
     // inherent impls it is an unused, hidden, crate-visible const.
     let companion = format_ident!(
         "locked_cannot_go_in_a_trait__lock_an_inherent_method_and_call_it_from_the_trait__{}",
         sig.ident,
         span = sig.ident.span()
     );
-    let vis_companion = quote_spanned!(sig.ident.span()=> pub(crate));
     let cfgs = outer.iter().filter(|attr| attr.path().is_ident("cfg"));
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
         #[allow(non_upper_case_globals, dead_code)]
-        #vis_companion const #companion: () = ();
+        pub(crate) const #companion: () = ();
         #(#outer)*
         #vis #new_sig #body
     }

@@ -1,6 +1,6 @@
 // In a trait definition, #[locked] on a provided method would change the
 // trait's signature for every implementor (and override): the companion
-// const's visibility refuses it, at the method's name.
+// const's visibility refuses it, at the attribute.
 use lock_core::locked;
 
 trait Job {
