@@ -37,7 +37,8 @@ use syn::{
 };
 
 use crate::Errors;
-use crate::args::{Args, KEYS};
+use crate::args::Args;
+use crate::keys::KEYS;
 use crate::template::{self, Piece};
 use crate::validate::{Checked, Name, Settings};
 

@@ -5,7 +5,8 @@
 //! reference is on [`locked`].
 //!
 //! The crate is split the way the attribute is processed: `args` reads
-//! `key = "value"` pairs against one table of keys, `validate` checks them
+//! `key = "value"` pairs against the one table of keys in `keys`,
+//! `validate` checks them
 //! (durations, the name template against the function's arguments, the
 //! options against each other), `expand` emits the function, with the
 //! options as one `lock_core::LockOptions` constant. The runtime side of the
@@ -16,6 +17,7 @@
 mod args;
 mod duration;
 mod expand;
+mod keys;
 mod template;
 mod validate;
 

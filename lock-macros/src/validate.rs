@@ -12,8 +12,9 @@ use std::time::Duration;
 use syn::{FnArg, LitStr, Pat, Signature};
 
 use crate::Errors;
-use crate::args::{Args, Choice, Kind, Value, attribute_span, key};
+use crate::args::{Args, Value, attribute_span};
 use crate::duration;
+use crate::keys::{Choice, Kind, key};
 use crate::template::{self, Piece};
 
 /// Everything the expansion needs, checked.
