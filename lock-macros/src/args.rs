@@ -1,10 +1,10 @@
 //! Parsing the attribute's arguments against the key table.
 //!
 //! Reads `key = "value"` pairs, bare flags and integer literals, each
-//! against its row of [`KEYS`](crate::keys::KEYS), and keeps the string
-//! literals and flag idents (for their spans); what the values mean is
-//! checked in [`validate`](crate::validate). Every problem is collected,
-//! so one compile reports all of them.
+//! against its row of [`KEYS`], and keeps the string literals and flag
+//! idents (for their spans); what the values mean is checked in
+//! [`validate`](crate::validate). Every problem is collected, so one
+//! compile reports all of them.
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;

@@ -6,10 +6,12 @@
 //!
 //! The crate is split the way the attribute is processed: `args` reads
 //! `key = "value"` pairs against the one table of keys in `keys`,
-//! `validate` checks them
-//! (durations, the name template against the function's arguments, the
-//! options against each other), `expand` emits the function, with the
-//! options as one `lock_core::LockOptions` constant. The runtime side of the
+//! `validate` checks them (durations, the name template against the
+//! function's arguments, the options against each other), `expand` emits
+//! the function, with the options as one `lock_core::LockOptions` constant
+//! (`expand::target` says what the attribute is on and what it refuses,
+//! `expand::output` handles the return type, `expand::settings` turns the
+//! checked settings into tokens). The runtime side of the
 //! expansion is ordinary Rust in `lock_core::__private`, and the expansion
 //! names a version constant there, so a lock-macros and a lock-core that do
 //! not belong together fail to compile instead of misbehaving.
