@@ -1,15 +1,12 @@
-//! Shared pieces of the integration tests: the store contract suite, test
-//! stores and log capture.
+//! Shared pieces of the integration tests: the servers they run against
+//! (started or found), fault injection and log capture. The store contract,
+//! lifecycle and cancellation suites are the published `lock-test-kit`.
 
-pub mod cancellation;
 pub mod chaos;
 pub mod children;
-pub mod contract;
 pub mod etcd;
 pub mod harness;
-pub mod instrumented;
 pub mod kept;
-pub mod lifecycle;
 pub mod logs;
 pub mod memcached;
 pub mod postgres;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{LockManager, MemoryStore};
-use lock_tests::instrumented::Instrumented;
+use lock_test_kit::Instrumented;
 use lock_tests::logs::Captured;
 
 const LONG: Duration = Duration::from_secs(60);

@@ -1,4 +1,4 @@
 //! The store contract suite on a real etcd member (lease times scaled to its
-//! whole-second, at-least-2-second leases: see `contract::ms`).
+//! whole-second, at-least-2-second leases: see `lock_test_kit::ms`).
 
-lock_tests::store_contract!(lock_tests::etcd::etcd_manager());
+lock_test_kit::store_contract!(lock_tests::etcd::etcd_manager());

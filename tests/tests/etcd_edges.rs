@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, Permission};
 use lock_core::{EtcdConfig, EtcdStore, LockGuard, LockManager, LockStore};
+use lock_test_kit::Instrumented;
 use lock_tests::etcd::EtcdCluster;
-use lock_tests::instrumented::Instrumented;
 use tokio::time::Instant;
 
 const ROOT_PASSWORD: &str = "root-secret";

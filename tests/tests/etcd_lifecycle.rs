@@ -1,3 +1,3 @@
 //! The lease lifecycle suite on a real etcd member.
 
-lock_tests::lifecycle_contract!(lock_tests::etcd::etcd_manager());
+lock_test_kit::lifecycle_contract!(lock_tests::etcd::etcd_manager());

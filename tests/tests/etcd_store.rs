@@ -256,7 +256,7 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
     let store = EtcdStore::connect_with(&endpoints, config)
         .await
         .expect("connect with no time bound");
-    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+    lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }
 
 /// A TTL is rounded up to what the store keeps (whole seconds on etcd)

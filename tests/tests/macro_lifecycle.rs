@@ -1,7 +1,7 @@
 //! `#[locked]` with the lease lifecycle options: `renew`, `max_hold`,
 //! `on_lost`, `at_least`, `fenced`, `shared` and `contended`.
 //!
-//! The runtime suite (`lock_tests::lifecycle`) shows what each option does
+//! The runtime suite (`lock_test_kit::lifecycle`) shows what each option does
 //! on the `Lock` builder; these tests show that the attribute's keys reach
 //! it, through the declared return and error types. Behaviours that matter
 //! across processes run on Redis too (`on_memory` / `on_redis` pairs).
@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, locked, registry};
-use lock_tests::contract::isolated;
+use lock_test_kit::isolated;
 use lock_tests::harness;
 use tokio::sync::Notify;
 
@@ -47,7 +47,7 @@ macro_rules! on_both_stores {
             mod $behaviour {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn on_memory() {
-                    super::$behaviour(lock_tests::contract::isolated(
+                    super::$behaviour(lock_test_kit::isolated(
                         lock_core::LockManager::memory(),
                     ))
                     .await;
@@ -58,7 +58,7 @@ macro_rules! on_both_stores {
                     let Some(manager) = lock_tests::harness::redis_manager().await else {
                         return;
                     };
-                    super::$behaviour(lock_tests::contract::isolated(manager)).await;
+                    super::$behaviour(lock_test_kit::isolated(manager)).await;
                 }
             }
         )*

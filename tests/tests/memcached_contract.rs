@@ -1,4 +1,4 @@
 //! The store contract suite on a real memcached server (lease times scaled
-//! to its whole-second TTLs: see `contract::ms`).
+//! to its whole-second TTLs: see `lock_test_kit::ms`).
 
-lock_tests::store_contract!(lock_tests::memcached::memcached_manager());
+lock_test_kit::store_contract!(lock_tests::memcached::memcached_manager());

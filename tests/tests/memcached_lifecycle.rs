@@ -2,4 +2,4 @@
 //! offered there (eviction could reset a counter); the fencing behaviour
 //! checks that a fenced lock is refused instead.
 
-lock_tests::lifecycle_contract!(lock_tests::memcached::memcached_manager());
+lock_test_kit::lifecycle_contract!(lock_tests::memcached::memcached_manager());

@@ -318,5 +318,5 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
     let store = MemcachedStore::connect_with(&url, config)
         .await
         .expect("connect with no time bound");
-    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+    lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }

@@ -1,3 +1,3 @@
 //! The lease lifecycle suite on the in-process memory store.
 
-lock_tests::lifecycle_contract!(async { Some(lock_core::LockManager::memory()) });
+lock_test_kit::lifecycle_contract!(async { Some(lock_core::LockManager::memory()) });

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, MemoryStore};
-use lock_tests::contract::increment_under_one_lock;
-use lock_tests::instrumented::Instrumented;
+use lock_test_kit::Instrumented;
+use lock_test_kit::contract::increment_under_one_lock;
 use lock_tests::logs::Captured;
 
 const LONG: Duration = Duration::from_secs(60);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, MemoryStore};
-use lock_tests::instrumented::Instrumented;
+use lock_test_kit::Instrumented;
 use tokio::time::Instant;
 
 /// Real time a paused-clock test may take: far more than following the

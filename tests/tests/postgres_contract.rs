@@ -1,3 +1,3 @@
 //! The store contract suite on a real PostgreSQL server.
 
-lock_tests::store_contract!(lock_tests::postgres::postgres_manager());
+lock_test_kit::store_contract!(lock_tests::postgres::postgres_manager());

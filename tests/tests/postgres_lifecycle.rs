@@ -1,3 +1,3 @@
 //! The lease lifecycle suite on a real PostgreSQL server.
 
-lock_tests::lifecycle_contract!(lock_tests::postgres::postgres_manager());
+lock_test_kit::lifecycle_contract!(lock_tests::postgres::postgres_manager());

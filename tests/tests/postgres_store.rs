@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_core::{Error, LockManager, PostgresConfig, PostgresStore};
+use lock_test_kit::Instrumented;
 use lock_tests::children::{self, Children, Lines, read_line, reports};
-use lock_tests::instrumented::Instrumented;
 use lock_tests::postgres;
 use tokio::time::Instant;
 
@@ -567,5 +567,5 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
     let store = PostgresStore::connect_with(&url, config)
         .await
         .expect("connect with no time bound");
-    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+    lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }

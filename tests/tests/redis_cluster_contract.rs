@@ -1,3 +1,3 @@
 //! The store contract suite on a three-primary Redis Cluster.
 
-lock_tests::store_contract!(lock_tests::harness::cluster_manager());
+lock_test_kit::store_contract!(lock_tests::harness::cluster_manager());

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, OnLost, RedisConfig, RedisStore};
-use lock_tests::cancellation::{cut_lock_futures_at_random_points, still_held};
+use lock_test_kit::Instrumented;
+use lock_test_kit::cancellation::{cut_lock_futures_at_random_points, still_held};
 use lock_tests::harness::{self, RedisServer};
-use lock_tests::instrumented::Instrumented;
 use lock_tests::logs::Captured;
 use lock_tests::proxy::Proxy;
 use tokio::time::Instant;
@@ -451,7 +451,7 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
     let store = RedisStore::connect_with(&url, config)
         .await
         .expect("connect with no time bound");
-    lock_tests::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
+    lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }
 
 /// A store with `replica_acks` whose replicas do not answer, on a server

@@ -1,3 +1,3 @@
 //! The lease lifecycle suite on a single Redis server.
 
-lock_tests::lifecycle_contract!(lock_tests::harness::redis_manager());
+lock_test_kit::lifecycle_contract!(lock_tests::harness::redis_manager());

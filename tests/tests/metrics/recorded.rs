@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{Error, LockManager, MemoryStore, OnLost, locked, registry};
-use lock_tests::instrumented::Instrumented;
+use lock_test_kit::Instrumented;
 use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,

@@ -2,16 +2,21 @@
 //!
 //! Each function takes a manager over the store under test and checks one
 //! behaviour. [`store_contract!`](crate::store_contract) turns the whole list
-//! into one `#[tokio::test]` per behaviour, so a store's test file is a
-//! single line:
+//! into one test per behaviour, so a store's test file is a single line:
 //!
-//! ```text
-//! lock_tests::store_contract!(async { Some(lock_core::LockManager::memory()) });
+//! ```
+//! lock_test_kit::store_contract!(async { Some(lock_core::LockManager::memory()) });
+//! # fn main() {}
 //! ```
 //!
-//! Every test runs under its own random prefix, so the suite can run in
-//! parallel against one shared server without tests seeing each other's keys.
-//! Time bounds here are hang guards, far above what a correct store needs.
+//! Every test runs under its own random prefix ([`isolated`]), so the suite
+//! can run in parallel against one shared server without tests seeing each
+//! other's keys. Time bounds here are hang guards, far above what a correct
+//! store needs.
+//!
+//! A function can also be called on its own, on a manager built some other
+//! way: [`every_call_works_without_a_time_bound`] is for a store configured
+//! with no time bound on its calls, and is not in the macro's list.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant};
 use lock_core::{Error, LockManager};
 
 pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
-use crate::instrumented::Instrumented;
+use crate::{Instrumented, isolated, longest, ms};
 
 /// A TTL no test outlives, so any lease that ends early ended because the
 /// behaviour under test ended it.
@@ -28,40 +33,6 @@ const LONG: Duration = Duration::from_secs(60);
 
 /// Generous bound for things that should happen "promptly".
 const HANG_GUARD: Duration = Duration::from_secs(10);
-
-/// `millis` milliseconds of lease time on `locks`'s store: as written on a
-/// store that keeps milliseconds, ten times longer (or more, to meet its
-/// minimum TTL) on one that keeps whole seconds (memcached, etcd), so every
-/// TTL and every sleep around it stays well clear of the store's
-/// granularity.
-pub fn ms(locks: &LockManager, millis: u64) -> Duration {
-    let store = locks.store();
-    let scale = if store.ttl_resolution() >= Duration::from_secs(1) {
-        // And so that the shortest lease here (100 ms) meets the store's
-        // minimum TTL (etcd's is about 2 s).
-        let minimum = store.min_ttl().as_millis().div_ceil(100);
-        u64::try_from(minimum).unwrap_or(u64::MAX).max(10)
-    } else {
-        1
-    };
-    Duration::from_millis(millis * scale)
-}
-
-/// The longest `locks`'s store may keep a lease of `ttl`: rounded up to its
-/// resolution, plus one more step (memcached's clock ticks once a second,
-/// so it keeps an extra second to never keep less).
-pub fn longest(locks: &LockManager, ttl: Duration) -> Duration {
-    let step = locks.store().ttl_resolution();
-    let steps = ttl.as_nanos().div_ceil(step.as_nanos().max(1));
-    step * u32::try_from(steps + 1).unwrap_or(u32::MAX)
-}
-
-/// The same manager under a prefix no other test uses.
-pub fn isolated(manager: LockManager) -> LockManager {
-    let unique: u64 = rand::random();
-    let prefix = format!("{}contract-{unique:016x}:", manager.prefix());
-    manager.with_prefix(prefix)
-}
 
 /// Polls `check` until it returns true or `HANG_GUARD` passes.
 async fn eventually<F, Fut>(mut check: F) -> bool
@@ -879,14 +850,51 @@ pub async fn increment_under_one_lock(locks: &LockManager, tasks: usize, rounds:
     *counter.lock().expect("unpoisoned")
 }
 
-/// One `#[tokio::test]` per contract behaviour, each on a manager from `$make`.
+/// One test per contract behaviour, each on a fresh manager from `$make`.
 ///
-/// `$make` is an async expression yielding `Option<LockManager>`; `None`
-/// skips the test (the expression prints why).
+/// `$make` is an async expression yielding `Option<LockManager>`. Each test
+/// awaits it anew inside its own runtime, so it may connect to a server
+/// (each test then has its own connection). `Some(manager)` runs the
+/// behaviour on [`isolated(manager)`](crate::isolated); `None` skips the
+/// test: it returns at once and counts as passed, so the expression should
+/// say why (no server to test against), and panic instead where a skip must
+/// not pass as success, such as CI.
+///
+/// ```
+/// use lock_core::LockManager;
+///
+/// lock_test_kit::store_contract!(async { Some(LockManager::memory()) });
+/// # fn main() {}
+/// ```
+///
+/// # Equivalent code
+///
+/// Every test is a plain `#[test]` on a tokio runtime of its own, so the
+/// crate using the macro needs no tokio features of its own. Each is the
+/// same as this, with `behaviour` standing for one name of the list below:
+///
+/// ```text
+/// #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// async fn behaviour() {
+///     let Some(manager) = $make.await else { return };
+///     lock_test_kit::contract::behaviour(lock_test_kit::isolated(manager)).await;
+/// }
+/// ```
+///
+/// # The tests it generates
+///
+/// One per behaviour function of [`contract`](crate::contract), named as the
+/// function is: every `pub async fn` there that takes only a manager, which
+/// is all of them but [`every_call_works_without_a_time_bound`] (for a store
+/// built with no time bound on its calls) and [`increment_under_one_lock`]
+/// (a workload, not a behaviour).
+///
+/// [`every_call_works_without_a_time_bound`]: crate::contract::every_call_works_without_a_time_bound
+/// [`increment_under_one_lock`]: crate::contract::increment_under_one_lock
 #[macro_export]
 macro_rules! store_contract {
-    ($make:expr) => {
-        $crate::store_contract!(@each $make;
+    ($make:expr $(,)?) => {
+        $crate::__behaviours!(contract, $make;
             exactly_one_caller_gets_the_lock,
             releasing_lets_the_next_caller_in,
             a_release_after_the_lock_moved_on_does_not_take_it_from_the_new_holder,
@@ -914,14 +922,5 @@ macro_rules! store_contract {
             a_semaphore_admits_exactly_its_permits,
             lock_futures_cut_off_at_random_points_leave_no_lease_behind,
         );
-    };
-    (@each $make:expr; $($behaviour:ident),* $(,)?) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $behaviour() {
-                let Some(manager) = $make.await else { return };
-                $crate::contract::$behaviour($crate::contract::isolated(manager)).await;
-            }
-        )*
     };
 }

@@ -15,8 +15,7 @@ use tokio::time::Instant;
 
 use lock_core::{Error, LockManager, OnLost};
 
-use crate::contract::{longest, ms};
-use crate::instrumented::Instrumented;
+use crate::{Instrumented, longest, ms};
 
 const LONG: Duration = Duration::from_secs(60);
 const HANG_GUARD: Duration = Duration::from_secs(20);
@@ -404,12 +403,33 @@ pub async fn current_is_the_running_works_lease(locks: LockManager) {
     );
 }
 
-/// One `#[tokio::test]` per lifecycle behaviour, each on a manager from `$make`
-/// (an async expression yielding `Option<LockManager>`; `None` skips).
+/// One test per lifecycle behaviour, each on a fresh manager from `$make`.
+///
+/// The same shape as [`store_contract!`](crate::store_contract): `$make` is
+/// an async expression yielding `Option<LockManager>`, awaited anew inside
+/// each test's own tokio runtime; `None` skips the test (it returns at once
+/// and counts as passed, so the expression should say why). One test per
+/// `pub async fn` of [`lifecycle`](crate::lifecycle), named as the function
+/// is, each the same as:
+///
+/// ```text
+/// #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// async fn behaviour() {
+///     let Some(manager) = $make.await else { return };
+///     lock_test_kit::lifecycle::behaviour(lock_test_kit::isolated(manager)).await;
+/// }
+/// ```
+///
+/// ```
+/// use lock_core::LockManager;
+///
+/// lock_test_kit::lifecycle_contract!(async { Some(LockManager::memory()) });
+/// # fn main() {}
+/// ```
 #[macro_export]
 macro_rules! lifecycle_contract {
-    ($make:expr) => {
-        $crate::lifecycle_contract!(@each $make;
+    ($make:expr $(,)?) => {
+        $crate::__behaviours!(lifecycle, $make;
             a_renewing_lock_outlives_several_multiples_of_its_ttl,
             the_lost_signal_fires_when_the_deadline_passes_unrenewed,
             a_body_whose_lease_is_taken_away_is_cancelled,
@@ -424,14 +444,5 @@ macro_rules! lifecycle_contract {
             contradictory_options_are_errors,
             current_is_the_running_works_lease,
         );
-    };
-    (@each $make:expr; $($behaviour:ident),* $(,)?) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $behaviour() {
-                let Some(manager) = $make.await else { return };
-                $crate::lifecycle::$behaviour($crate::contract::isolated(manager)).await;
-            }
-        )*
     };
 }

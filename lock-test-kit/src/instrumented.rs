@@ -1,10 +1,4 @@
 //! A store wrapper that counts and breaks things on purpose.
-//!
-//! Wraps any [`LockStore`] and forwards to it, while counting acquire attempts
-//! and optionally failing releases. It never offers the synchronous
-//! [`LockStore::release_now`] path, so a dropped guard must go through the
-//! spawned-task release, as it does on a networked store, and it does not
-//! hand out fencing tokens.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,6 +8,29 @@ use lock_core::store::{AcquireRequest, Attempt, BoxFuture};
 use lock_core::{Error, Holder, LockStore, Result};
 
 /// A [`LockStore`] that forwards to another while counting and injecting faults.
+///
+/// Wraps any store and forwards to it, while counting the calls that reach
+/// it, recording the TTLs it is asked for, and failing releases on demand
+/// ([`fail_releases`](Instrumented::fail_releases)). It never offers the
+/// synchronous [`LockStore::release_now`] path, so a dropped guard must go
+/// through the spawned-task release, as it does on a networked store, and it
+/// does not hand out fencing tokens. Clones share their counts.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use lock_core::{LockManager, MemoryStore};
+/// use lock_test_kit::Instrumented;
+///
+/// let counted = Instrumented::new(Arc::new(MemoryStore::new()));
+/// let locks = LockManager::new(counted.clone());
+/// let guard = locks.lock("report", Duration::from_secs(30)).acquire().await?;
+/// assert!(guard.is_some());
+/// assert_eq!(counted.acquires(), 1, "one attempt reached the store");
+/// assert_eq!(counted.ttls(), [Duration::from_secs(30)]);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Instrumented {
     inner: Arc<dyn LockStore>,
