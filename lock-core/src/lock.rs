@@ -293,7 +293,7 @@ impl Lock {
         request.wake = !self.wait.is_zero();
         request.fenced = self.options.fenced;
         // A single lease to wait for: the store may hand it over on release.
-        request.grant = request.wake && slots.len() == 1;
+        request.local.grant = request.wake && slots.len() == 1;
         let mut wakeups: Vec<Wakeup> = Vec::new();
         loop {
             // The permits in a random rotation, so waiters spread over them
@@ -313,7 +313,7 @@ impl Lock {
                 let slot = &slots[(first + offset) % slots.len()];
                 let attempt = AcquireRequest {
                     key: slot,
-                    shared_key: Some(slot),
+                    local: request.local.with_key(slot),
                     ..request
                 };
                 // The store's clock starts the lease at or after
@@ -367,7 +367,7 @@ impl Lock {
             // A release may have handed the lease to last round's waiter
             // meanwhile: ours, then, rather than given back to pass on.
             let handed = previous
-                .filter(|_| request.grant)
+                .filter(|_| request.local.grant)
                 .into_iter()
                 .flatten()
                 .find_map(|mut w| w.granted());
@@ -399,7 +399,7 @@ impl Lock {
                     woken = any_of(&mut wakeups) => Some(woken),
                     // A release may have handed the lease over just as the
                     // nap ended: take it rather than try again.
-                    () = tokio::time::sleep(nap) => if request.grant {
+                    () = tokio::time::sleep(nap) => if request.local.grant {
                         wakeups.iter_mut().find_map(Wakeup::granted)
                     } else {
                         None

@@ -71,9 +71,15 @@ pub mod kit;
 #[cfg(not(feature = "store-kit"))]
 #[allow(unreachable_pub, dead_code, unused_imports)]
 pub(crate) mod kit;
+mod local;
 pub(crate) mod memory;
+mod request;
+mod wakeup;
 
 pub use self::memory::MemoryStore;
+pub use self::request::{AcquireRequest, Attempt};
+pub use self::wakeup::Wakeup;
+pub(crate) use self::wakeup::Woken;
 
 /// Declares each networked store: its folder `store/<module>/`, built with
 /// its lock-core cargo feature, and its public types,
@@ -107,14 +113,10 @@ stores! {
     "redis" => redis: RedisConfig, RedisStore;
 }
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::{Error, Holder, Result};
 
@@ -122,211 +124,6 @@ pub(crate) use self::kit::{store_ttl, validate_ttl};
 
 /// A boxed, `Send` future: what [`LockStore`] methods return, so the trait stays object safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// One acquire attempt, as handed to [`LockStore::acquire`].
-///
-/// Built by [`Lock`](crate::Lock); stores read it. It is `Copy`, so a store
-/// that wraps another can pass it on unchanged.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct AcquireRequest<'a> {
-    /// The full key (manager prefix + lock name).
-    pub key: &'a str,
-    /// The owner token to store as the lease's value.
-    pub token: &'a str,
-    /// How long the lease lasts unless released or extended first. Never zero,
-    /// never above [`LockStore::max_ttl`].
-    pub ttl: Duration,
-    /// Whether the caller will wait: when the key is held, return a [`Wakeup`]
-    /// if the store can observe releases.
-    pub wake: bool,
-    /// When the caller sent this attempt, on tokio's clock (this process's
-    /// monotonic clock, or the paused test clock). A store that keeps time on
-    /// that same clock (memory) may start the lease here instead of reading
-    /// the clock again: it is never later than its own reading would be, so
-    /// the lease never lasts longer than `ttl`.
-    pub sent: Instant,
-    /// Whether the caller wants a fencing token: on success, return the next
-    /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
-    /// when [`LockStore::fencing`] is true.
-    pub fenced: bool,
-    /// `key`, shared: a store that keeps the key (memory) can hold a
-    /// reference instead of copying it.
-    pub(crate) shared_key: Option<&'a Arc<str>>,
-    /// Whether a store that queues its waiters (memory) may hand the lease
-    /// straight to this waiter when the holder lets go, instead of waking it
-    /// to try again: its [`Wakeup`] then reports [`Woken::Granted`]. Set by
-    /// [`Lock`](crate::Lock) for a single-permit wait only, which holds one
-    /// wakeup and reads what it reports.
-    pub(crate) grant: bool,
-}
-
-impl<'a> AcquireRequest<'a> {
-    /// A request for `key`, stored under `token`, for `ttl`, not waiting.
-    ///
-    /// Mostly for store tests; [`Lock`](crate::Lock) builds these itself.
-    pub fn new(key: &'a str, token: &'a str, ttl: Duration) -> Self {
-        AcquireRequest::sent_at(key, token, ttl, Instant::now())
-    }
-
-    /// A request sent at `sent`, which the caller read from the clock just
-    /// before (no second reading).
-    pub(crate) fn sent_at(key: &'a str, token: &'a str, ttl: Duration, sent: Instant) -> Self {
-        AcquireRequest {
-            key,
-            token,
-            ttl,
-            sent,
-            wake: false,
-            fenced: false,
-            shared_key: None,
-            grant: false,
-        }
-    }
-
-    /// The same request, asking for a [`Wakeup`] when the key is held.
-    pub fn waking(mut self) -> Self {
-        self.wake = true;
-        self
-    }
-
-    /// The same request, asking for a fencing token on success.
-    pub fn fencing(mut self) -> Self {
-        self.fenced = true;
-        self
-    }
-}
-
-/// The outcome of one acquire attempt.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Attempt {
-    /// The lease is ours.
-    Acquired {
-        /// The fencing token, when the request asked for one.
-        fence: Option<u64>,
-    },
-    /// Somebody else holds the key.
-    Held {
-        /// How long the holder's lease has left, as the store sees it.
-        ///
-        /// Required when the request waits (`wake`): the waiter sleeps that
-        /// long when no release wakes it first. A store may leave it out
-        /// (`None`) for a request that does not wait, when reading it would
-        /// cost extra work on the uncontended path.
-        remaining: Option<Duration>,
-        /// Resolves once the key is released, when the request asked for it and
-        /// the store can observe releases.
-        wakeup: Option<Wakeup>,
-    },
-}
-
-/// A future that resolves when a held key is released.
-///
-/// Returned inside [`Attempt::Held`]. It may also resolve spuriously; the
-/// waiter simply tries again.
-#[must_use = "a wakeup does nothing unless awaited"]
-pub struct Wakeup {
-    signal: Signal,
-    /// What the signal resolved to, once it has: a signal is never polled
-    /// again after that (it stays alive, though, until the wakeup is dropped:
-    /// a store may go on listening for the key while it is).
-    woken: Option<Woken>,
-}
-
-/// A store's release signal.
-enum Signal {
-    /// Resolves on a release: the waiter tries again.
-    Released(BoxFuture<'static, ()>),
-    /// Says what the release did for the waiter.
-    Reporting(BoxFuture<'static, Woken>),
-}
-
-/// What woke a waiter.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Woken {
-    /// The key was released (or may have been): try again.
-    Released,
-    /// The release handed the lease to this waiter, under the token and TTL
-    /// of the attempt that registered it, starting at `since` (on tokio's
-    /// clock), with this fencing token when the attempt asked for one.
-    Granted { fence: Option<u64>, since: Instant },
-}
-
-impl Wakeup {
-    /// Wraps the store's own release signal.
-    pub fn new(signal: impl Future<Output = ()> + Send + 'static) -> Self {
-        Wakeup {
-            signal: Signal::Released(Box::pin(signal)),
-            woken: None,
-        }
-    }
-
-    /// A wakeup that says what woke it (see [`Woken`]).
-    pub(crate) fn reporting(signal: impl Future<Output = Woken> + Send + 'static) -> Self {
-        Wakeup {
-            signal: Signal::Reporting(Box::pin(signal)),
-            woken: None,
-        }
-    }
-
-    /// Polls for what woke the waiter; the same answer again once woken.
-    pub(crate) fn poll_woken(&mut self, cx: &mut Context<'_>) -> Poll<Woken> {
-        if let Some(woken) = self.woken {
-            return Poll::Ready(woken);
-        }
-        let woken = match &mut self.signal {
-            Signal::Released(signal) => {
-                std::task::ready!(signal.as_mut().poll(cx));
-                Woken::Released
-            }
-            Signal::Reporting(signal) => std::task::ready!(signal.as_mut().poll(cx)),
-        };
-        self.woken = Some(woken);
-        Poll::Ready(woken)
-    }
-
-    /// What woke the waiter, if anything has yet, without waiting. Leaves
-    /// a waker that does nothing in its place: for a wakeup that is about to
-    /// be replaced or dropped.
-    pub(crate) fn woken_now(&mut self) -> Option<Woken> {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match self.poll_woken(&mut cx) {
-            Poll::Ready(woken) => Some(woken),
-            Poll::Pending => None,
-        }
-    }
-
-    /// The lease, if a release has handed it to this waiter already (see
-    /// [`woken_now`](Wakeup::woken_now)).
-    ///
-    /// A signal that can only say "released" is never polled here: it
-    /// cannot report a handover, and polling it would consume a wake-up
-    /// that, unconsumed, passes on to the next waiter of the key when this
-    /// wakeup is dropped (tokio's `Notify` forwards an unreceived
-    /// `notify_one`). That next waiter is often this waiter's own new round.
-    pub(crate) fn granted(&mut self) -> Option<Woken> {
-        if self.woken.is_none() && matches!(self.signal, Signal::Released(_)) {
-            return None;
-        }
-        self.woken_now()
-            .filter(|woken| matches!(woken, Woken::Granted { .. }))
-    }
-}
-
-impl Future for Wakeup {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.poll_woken(cx).map(|_| ())
-    }
-}
-
-impl fmt::Debug for Wakeup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Wakeup")
-    }
-}
 
 /// A place leases live. See the [module docs](self) for the contract every
 /// implementation must keep.

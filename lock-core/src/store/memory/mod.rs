@@ -320,7 +320,7 @@ impl Slot {
     /// lock drops.
     fn wakeup(&mut self, store: &MemoryStore, request: &AcquireRequest<'_>) -> Wakeup {
         let waiter = Arc::new(Waiter {
-            grant: request.grant.then(|| Grant {
+            grant: request.local.grant.then(|| Grant {
                 token: StoredToken::new(request.token),
                 ttl: request.ttl,
                 fenced: request.fenced,
@@ -537,6 +537,7 @@ impl MemoryStore {
                     let fence = next_fence(&self.inner.fence, request.fenced);
                     vacant.insert(Slot {
                         key: request
+                            .local
                             .shared_key
                             .map_or_else(|| Arc::from(request.key), Arc::clone),
                         lease: Some(lease(fence)),
@@ -793,7 +794,7 @@ mod tests {
     /// lease (as a single-permit `Lock` does) or only woken.
     fn wait(store: &MemoryStore, key: &str, token: &str, grant: bool) -> Wakeup {
         let mut request = AcquireRequest::new(key, token, TTL).waking().fencing();
-        request.grant = grant;
+        request.local.grant = grant;
         match store.try_acquire(request) {
             Attempt::Held {
                 wakeup: Some(wakeup),

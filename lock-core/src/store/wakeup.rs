@@ -1,0 +1,130 @@
+//! [`Wakeup`]: the future a store hands a waiter, resolving when the key it waits for is released.
+//!
+//! Every store's wakeup can say "released: try again". An in-process store
+//! (memory) can say more: that the release handed the lease straight to this
+//! waiter. That part is crate-private and kept together at the end of this
+//! file: [`Woken`], what a wakeup reports, [`Wakeup::reporting`], which makes
+//! a wakeup that reports it, and the methods [`Lock`](crate::Lock) reads it
+//! with. The request side of it is [`Local::grant`](super::local::Local).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::Instant;
+
+/// A future that resolves when a held key is released.
+///
+/// Returned inside [`Attempt::Held`](super::Attempt::Held). It may also
+/// resolve spuriously; the waiter simply tries again.
+#[must_use = "a wakeup does nothing unless awaited"]
+pub struct Wakeup {
+    signal: Signal,
+    /// What the signal resolved to, once it has: a signal is never polled
+    /// again after that (it stays alive, though, until the wakeup is dropped:
+    /// a store may go on listening for the key while it is).
+    woken: Option<Woken>,
+}
+
+/// A store's release signal.
+enum Signal {
+    /// Resolves on a release: the waiter tries again.
+    Released(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// Says what the release did for the waiter; from in-process stores only.
+    Reporting(Pin<Box<dyn Future<Output = Woken> + Send>>),
+}
+
+impl Wakeup {
+    /// Wraps the store's own release signal.
+    pub fn new(signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        Wakeup {
+            signal: Signal::Released(Box::pin(signal)),
+            woken: None,
+        }
+    }
+}
+
+impl Future for Wakeup {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_woken(cx).map(|_| ())
+    }
+}
+
+impl fmt::Debug for Wakeup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Wakeup")
+    }
+}
+
+/// What woke a waiter: reported by a wakeup from an in-process store
+/// ([`Wakeup::reporting`]); any other wakeup only ever reports
+/// [`Released`](Woken::Released).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Woken {
+    /// The key was released (or may have been): try again.
+    Released,
+    /// The release handed the lease to this waiter, under the token and TTL
+    /// of the attempt that registered it, starting at `since` (on tokio's
+    /// clock), with this fencing token when the attempt asked for one.
+    Granted { fence: Option<u64>, since: Instant },
+}
+
+/// For in-process stores, and for [`Lock`](crate::Lock) reading what they
+/// report.
+impl Wakeup {
+    /// A wakeup that says what woke it (see [`Woken`]): for a store that
+    /// may hand the lease straight to the waiter, as asked by
+    /// [`Local::grant`](super::local::Local).
+    pub(crate) fn reporting(signal: impl Future<Output = Woken> + Send + 'static) -> Self {
+        Wakeup {
+            signal: Signal::Reporting(Box::pin(signal)),
+            woken: None,
+        }
+    }
+
+    /// Polls for what woke the waiter; the same answer again once woken.
+    pub(crate) fn poll_woken(&mut self, cx: &mut Context<'_>) -> Poll<Woken> {
+        if let Some(woken) = self.woken {
+            return Poll::Ready(woken);
+        }
+        let woken = match &mut self.signal {
+            Signal::Released(signal) => {
+                std::task::ready!(signal.as_mut().poll(cx));
+                Woken::Released
+            }
+            Signal::Reporting(signal) => std::task::ready!(signal.as_mut().poll(cx)),
+        };
+        self.woken = Some(woken);
+        Poll::Ready(woken)
+    }
+
+    /// What woke the waiter, if anything has yet, without waiting. Leaves
+    /// a waker that does nothing in its place: for a wakeup that is about to
+    /// be replaced or dropped.
+    pub(crate) fn woken_now(&mut self) -> Option<Woken> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_woken(&mut cx) {
+            Poll::Ready(woken) => Some(woken),
+            Poll::Pending => None,
+        }
+    }
+
+    /// The lease, if a release has handed it to this waiter already (see
+    /// [`woken_now`](Wakeup::woken_now)).
+    ///
+    /// A signal that can only say "released" is never polled here: it
+    /// cannot report a handover, and polling it would consume a wake-up
+    /// that, unconsumed, passes on to the next waiter of the key when this
+    /// wakeup is dropped (tokio's `Notify` forwards an unreceived
+    /// `notify_one`). That next waiter is often this waiter's own new round.
+    pub(crate) fn granted(&mut self) -> Option<Woken> {
+        if self.woken.is_none() && matches!(self.signal, Signal::Released(_)) {
+            return None;
+        }
+        self.woken_now()
+            .filter(|woken| matches!(woken, Woken::Granted { .. }))
+    }
+}
