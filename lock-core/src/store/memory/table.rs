@@ -22,9 +22,10 @@ const SHARDS: usize = 32;
 /// A shard is not swept below this many slots.
 const MIN_SWEEP_LEN: usize = 64;
 
-/// The longest TTL the memory store accepts: 100 years, far inside what
-/// `Instant` arithmetic can represent on every supported platform.
-pub(super) const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+/// The longest TTL the memory store accepts: the toolkit's 100 years, far
+/// inside what `Instant` arithmetic can represent on every supported
+/// platform.
+pub(super) use crate::store::kit::MAX_TTL;
 
 /// Every key the store knows, by shard.
 pub(super) struct Table {
