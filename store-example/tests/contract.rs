@@ -2,4 +2,4 @@
 
 mod common;
 
-lock_tests::store_contract!(common::manager());
+lock_test_kit::store_contract!(common::manager());

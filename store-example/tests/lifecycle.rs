@@ -3,4 +3,4 @@
 
 mod common;
 
-lock_tests::lifecycle_contract!(common::manager());
+lock_test_kit::lifecycle_contract!(common::manager());
