@@ -10,7 +10,6 @@ use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::JoinHandle;
 
 use super::Shared;
 use super::acked::{AckedPool, Opener};
@@ -19,9 +18,7 @@ use super::scripts::Scripts;
 use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
 use super::wakeups::{Listener, Nodes};
-use crate::store::kit::redacted;
-use crate::store::kit::{CallError, Deadline};
-use crate::store::kit::{Waiters, Watch};
+use crate::store::kit::{Background, CallError, Deadline, Waiters, Watch, redacted};
 use crate::{Error, Result};
 
 /// The command connection: one reconnecting multiplexed connection to a
@@ -249,7 +246,7 @@ async fn start(
         waiters,
         config,
         nodes,
-        listener,
+        _listener: listener,
         publish,
     };
     // Loaded up front so the first acquire costs one round trip; on a
@@ -283,7 +280,8 @@ async fn listen(
     config: &RedisConfig,
     waiters: &Arc<Waiters>,
     changes: UnboundedReceiver<Watch>,
-) -> std::result::Result<(JoinHandle<()>, &'static str), CallError<RedisError>> {
+) -> std::result::Result<(Background, &'static str), CallError<RedisError>> {
+    let mut listening = Background::new();
     // On a cluster, sharded pub/sub when every node has it (Redis 7): a
     // release's message then stays on the shard that owns the key.
     let changes = match (connection, &subscribers) {
@@ -297,7 +295,10 @@ async fn listen(
             )
             .await
             {
-                Ok(listener) => return Ok((tokio::spawn(listener.run()), "SPUBLISH")),
+                Ok(listener) => {
+                    listening.spawn(listener.run());
+                    return Ok((listening, "SPUBLISH"));
+                }
                 Err((error, changes)) => {
                     tracing::info!(
                         %error,
@@ -320,7 +321,8 @@ async fn listen(
     // Connected before returning, so the very first waiter's subscription
     // is one command away.
     let (index, subscription) = listener.subscribe_any(0).await?;
-    Ok((tokio::spawn(listener.run(index, subscription)), "PUBLISH"))
+    listening.spawn(listener.run(index, subscription));
+    Ok((listening, "PUBLISH"))
 }
 
 fn connect_error(node: &str, error: CallError<RedisError>) -> Error {

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use ::redis::{RedisWrite, ToRedisArgs};
 
-use crate::{Error, Result};
+use crate::Result;
+use crate::store::kit::check_key;
 
 /// The Redis key of a lease: the escaped store key, wrapped in braces so it
 /// is the hash tag.
@@ -24,17 +25,6 @@ pub(super) fn lease_key(key: &str) -> Result<String> {
     escape_into(key, |piece| out.push_str(piece));
     out.push('}');
     Ok(out)
-}
-
-/// A lease's store key must name something.
-pub(super) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(Error::InvalidName {
-            name: String::new(),
-            reason: "a lock key must not be empty; give the lock a name",
-        });
-    }
-    Ok(())
 }
 
 /// A lease key (or one of its companions) as a command argument, written
@@ -186,6 +176,7 @@ pub(super) fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     /// The bytes `arg` puts in a command, as text.
     fn written(arg: KeyArg<'_>) -> String {

@@ -27,15 +27,13 @@ use std::time::Duration;
 
 use ::redis::cluster::ClusterClient;
 use ::redis::{Client, Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
-use tokio::task::JoinHandle;
 
 pub use self::config::RedisConfig;
 use self::connect::Connection;
-use self::keys::{KeyArg, check_key, lease_key, millis};
+use self::keys::{KeyArg, lease_key, millis};
 use self::scripts::{Scripts, evalsha};
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::store::kit::Waiters;
-use crate::store::kit::{CallError, Deadline};
+use crate::store::kit::{Background, CallError, Deadline, MAX_TTL, Waiters, check_key};
 use crate::{Error, Holder, Result};
 
 /// `WAIT <replicas> <timeout ms>`: what follows each lease write with
@@ -52,10 +50,6 @@ fn wait(acks: config::ReplicaAcks) -> Cmd {
 fn acked_count(acked: i64) -> u32 {
     u32::try_from(acked.max(0)).unwrap_or(u32::MAX)
 }
-
-/// The longest TTL the Redis store accepts: 100 years, far inside what
-/// Redis's millisecond expiry arithmetic can represent.
-const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// How long past the holder's expiry the "somebody waits" marker lives, so it
 /// outlasts the waiters' naps (expiry plus at most a few tens of ms of jitter).
@@ -293,16 +287,12 @@ struct Shared {
     config: RedisConfig,
     /// `host:port` of each node given, for `Debug`. Never a password.
     nodes: Vec<String>,
-    listener: JoinHandle<()>,
+    /// The release listener: kept only to be dropped, which stops it when
+    /// the last clone goes.
+    _listener: Background,
     /// How releases are announced: `PUBLISH`, or `SPUBLISH` on a cluster
     /// that has sharded pub/sub.
     publish: &'static str,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.listener.abort();
-    }
 }
 
 impl RedisStore {
