@@ -1,69 +1,25 @@
-//! Opening a store's connections: URLs, the command connection (one server
-//! or a cluster), the release subscription started and the scripts loaded
-//! up front, before the store is handed out.
+//! Opening a store's connections: URLs, the command connection (one server,
+//! a cluster, or the primary behind Sentinel), the release subscription
+//! started and the scripts loaded up front, before the store is handed
+//! out; and the time bound of each call.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
-use ::redis::cluster_async::ClusterConnection;
-use ::redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use ::redis::{AsyncConnectionConfig, Client, RedisError};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::Shared;
 use super::acked::{AckedPool, Opener};
 use super::config::RedisConfig;
 use super::scripts::Scripts;
 use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
+use super::shared::{Connection, Shared};
 use super::wakeups::{Listener, Nodes};
 use crate::store::kit::{Background, CallError, Deadline, Waiters, Watch, redacted};
 use crate::{Error, Result};
-
-/// The command connection: one reconnecting multiplexed connection to a
-/// single server, the cluster client's connection (which follows
-/// `MOVED`/`ASK` and refreshes its slot map), or one to the primary the
-/// sentinels name (found again after a failover). Commands on one
-/// connection reach the server in the order they were sent, which is what
-/// keeps a give-back from overtaking the acquire it undoes.
-#[derive(Clone)]
-pub(super) enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-    Sentinel(SentinelConnection),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Connection::Single(connection) => connection.req_packed_command(cmd),
-            Connection::Cluster(connection) => connection.req_packed_command(cmd),
-            Connection::Sentinel(connection) => connection.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Connection::Single(connection) => connection.req_packed_commands(cmd, offset, count),
-            Connection::Cluster(connection) => connection.req_packed_commands(cmd, offset, count),
-            Connection::Sentinel(connection) => connection.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(connection) => connection.get_db(),
-            Connection::Cluster(connection) => connection.get_db(),
-            Connection::Sentinel(connection) => connection.get_db(),
-        }
-    }
-}
 
 /// The store's deadline for one call.
 pub(super) fn deadline(config: &RedisConfig) -> Deadline {

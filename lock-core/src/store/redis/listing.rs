@@ -14,10 +14,10 @@ use ::redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeR
 use ::redis::{Cmd, RedisError, Value, from_redis_value_ref};
 use futures_util::future::join_all;
 
-use super::RedisStore;
-use super::connect::{self, Connection};
+use super::connect;
 use super::keys::{lease_pattern, store_key_of};
-use crate::{Error, Holder, LockStore, Result};
+use super::shared::{Connection, Shared};
+use crate::{Error, Holder, Result};
 
 /// How many keys each `SCAN` call looks at (its `COUNT`): the work the
 /// server does per call, so other clients' commands are never held up long.
@@ -28,12 +28,12 @@ const READS_AT_ONCE: usize = 128;
 
 const OPERATION: &str = "list the locks under";
 
-impl RedisStore {
+impl Shared {
     /// Every live lease whose store key starts with `prefix`, with its holder.
     pub(super) async fn list_leases(&self, prefix: &str) -> Result<Vec<(String, Holder)>> {
         let pattern = lease_pattern(prefix);
         let mut lease_keys = BTreeSet::new();
-        match &self.shared.connection {
+        match &self.connection {
             Connection::Single(_) | Connection::Sentinel(_) => {
                 self.scan_node(None, 0, &pattern, prefix, &mut lease_keys)
                     .await?;
@@ -73,7 +73,7 @@ impl RedisStore {
     ) -> Result<()> {
         loop {
             let scan = scan(cursor, pattern);
-            let reply = match (node, &self.shared.connection) {
+            let reply = match (node, &self.connection) {
                 (Some((host, port)), Connection::Cluster(cluster)) => {
                     let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                         host: host.to_owned(),
@@ -84,7 +84,7 @@ impl RedisStore {
                         .await?
                 }
                 _ => {
-                    let mut connection = self.shared.connection.clone();
+                    let mut connection = self.connection.clone();
                     self.bounded(prefix, scan.query_async::<Value>(&mut connection))
                         .await?
                 }
@@ -141,7 +141,7 @@ impl RedisStore {
         prefix: &str,
         call: impl Future<Output = std::result::Result<Value, RedisError>>,
     ) -> Result<Value> {
-        connect::deadline(&self.shared.config)
+        connect::deadline(&self.config)
             .bound(call)
             .await
             .map_err(|e| Error::store(OPERATION, prefix, e))

@@ -2,22 +2,34 @@
 //! the server.
 //!
 //! One job per file: [`config`] (the settings), [`connect`] (URLs,
-//! connections, start-up), [`keys`] (where a lease lives, and cluster
-//! slots), [`listing`] (walking the keyspace for operators), [`scripts`]
-//! (the Lua behind each operation, in `lua/`),
-//! [`wakeups`] (the one release subscription); this file is the store
-//! itself. The per-call deadline, the waiter registry and the reconnect
-//! backoff are shared with the other networked stores, in
-//! [`store::kit`](crate::store), the toolkit any store can use.
+//! connections, start-up), [`shared`] (what a store's clones share, the
+//! command connection first), [`operations`] (what each lease operation
+//! sends and what its reply means), [`calls`] (sending one script call,
+//! and a write that waits for replicas), [`acked`] (the connections such
+//! writes use), [`keys`] (where a lease lives, and cluster slots),
+//! [`listing`] (walking the keyspace for operators), [`scripts`] (the Lua
+//! behind each operation, in `lua/`), [`wakeups`] (the one release
+//! subscription) and [`sharded`] (the same through sharded pub/sub on a
+//! cluster), [`sentinel`] (the primary behind Sentinel), [`url`] (what
+//! [`connect`](crate::connect()) makes of a Redis URL); this file is the
+//! store itself: its docs, its constructors and its [`LockStore`] impl.
+//! The per-call deadline, the waiter registry, the reconnect backoff, the
+//! listener's lifetime, the key check and the longest TTL are shared with the
+//! other networked stores, in [`store::kit`](crate::store), the toolkit any
+//! store can use; apart from it, the folder uses only lock-core's public
+//! API, as a store in another crate would.
 
 mod acked;
+mod calls;
 mod config;
 mod connect;
 mod keys;
 mod listing;
+mod operations;
 mod scripts;
 mod sentinel;
 mod sharded;
+mod shared;
 pub(crate) mod url;
 mod wakeups;
 
@@ -25,35 +37,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::redis::Client;
 use ::redis::cluster::ClusterClient;
-use ::redis::{Client, Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
 
 pub use self::config::RedisConfig;
-use self::connect::Connection;
-use self::keys::{KeyArg, lease_key, millis};
-use self::scripts::{Scripts, evalsha};
-use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::store::kit::{Background, CallError, Deadline, MAX_TTL, Waiters, check_key};
-use crate::{Error, Holder, Result};
-
-/// `WAIT <replicas> <timeout ms>`: what follows each lease write with
-/// [`replica_acks`](RedisConfig::replica_acks).
-fn wait(acks: config::ReplicaAcks) -> Cmd {
-    let mut wait = Cmd::new();
-    // Redis reads the timeout as a signed 64-bit count.
-    let timeout = millis(acks.timeout).min(i64::MAX.unsigned_abs());
-    wait.arg("WAIT").arg(acks.replicas).arg(timeout);
-    wait
-}
-
-/// `WAIT`'s reply: a count of replicas.
-fn acked_count(acked: i64) -> u32 {
-    u32::try_from(acked.max(0)).unwrap_or(u32::MAX)
-}
-
-/// How long past the holder's expiry the "somebody waits" marker lives, so it
-/// outlasts the waiters' naps (expiry plus at most a few tens of ms of jitter).
-const WAITERS_MARGIN_MS: u64 = 250;
+use self::shared::{Connection, Shared};
+use crate::store::kit::MAX_TTL;
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
+use crate::{Holder, Result};
 
 /// Leases kept in Redis or Redis Cluster, shared by every process that
 /// reaches the server.
@@ -276,25 +267,6 @@ pub struct RedisStore {
     shared: Arc<Shared>,
 }
 
-/// What the clones of one store share.
-struct Shared {
-    connection: Connection,
-    /// Connections of their own for lease writes that wait for replicas
-    /// (with [`RedisConfig::replica_acks`] only).
-    acked: Option<acked::AckedPool>,
-    scripts: Scripts,
-    waiters: Arc<Waiters>,
-    config: RedisConfig,
-    /// `host:port` of each node given, for `Debug`. Never a password.
-    nodes: Vec<String>,
-    /// The release listener: kept only to be dropped, which stops it when
-    /// the last clone goes.
-    _listener: Background,
-    /// How releases are announced: `PUBLISH`, or `SPUBLISH` on a cluster
-    /// that has sharded pub/sub.
-    publish: &'static str,
-}
-
 impl RedisStore {
     /// Connects to one Redis server, or to the primary of a service behind
     /// Sentinel, with the default [`RedisConfig`].
@@ -315,9 +287,10 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when the URL is invalid or the server cannot be
-    /// reached, or does not answer, within the timeout; behind Sentinel,
-    /// also when no sentinel answers or none knows the service.
+    /// [`Error::Store`](crate::Error::Store) when the URL is invalid or the
+    /// server cannot be reached, or does not answer, within the timeout;
+    /// behind Sentinel, also when no sentinel answers or none knows the
+    /// service.
     pub async fn connect(url: &str) -> Result<RedisStore> {
         Self::connect_with(url, RedisConfig::default()).await
     }
@@ -347,8 +320,8 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when `urls` is empty, a URL is invalid, or no seed
-    /// answers within the timeout.
+    /// [`Error::Store`](crate::Error::Store) when `urls` is empty, a URL is
+    /// invalid, or no seed answers within the timeout.
     pub async fn cluster(urls: &[&str]) -> Result<RedisStore> {
         Self::cluster_with(urls, RedisConfig::default()).await
     }
@@ -372,7 +345,8 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when the server cannot be reached within the timeout.
+    /// [`Error::Store`](crate::Error::Store) when the server cannot be
+    /// reached within the timeout.
     pub async fn from_client(client: Client, config: RedisConfig) -> Result<RedisStore> {
         let shared = connect::single(client, config).await?;
         Ok(RedisStore {
@@ -389,8 +363,9 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when `subscribers` is empty, or the cluster or every
-    /// subscriber node cannot be reached within the timeout.
+    /// [`Error::Store`](crate::Error::Store) when `subscribers` is empty, or
+    /// the cluster or every subscriber node cannot be reached within the
+    /// timeout.
     pub async fn from_cluster_client(
         client: ClusterClient,
         subscribers: Vec<Client>,
@@ -406,280 +381,15 @@ impl RedisStore {
     pub fn config(&self) -> &RedisConfig {
         &self.shared.config
     }
-
-    /// One script call on the lease of `key`: `EVALSHA` with the lease key
-    /// (and, with `marker`, its "somebody waits" marker), then the arguments
-    /// `args` appends.
-    async fn on_lease<T: FromRedisValue>(
-        &self,
-        operation: &'static str,
-        key: &str,
-        script: &Script,
-        marker: bool,
-        args: impl FnOnce(&mut Cmd),
-    ) -> Result<T> {
-        check_key(key)?;
-        let mut call = if marker {
-            evalsha(script, &[KeyArg::lease(key), KeyArg::waiters(key)])
-        } else {
-            evalsha(script, &[KeyArg::lease(key)])
-        };
-        args(&mut call);
-        let deadline = connect::deadline(&self.shared.config);
-        self.invoke(operation, key, script, &call, deadline).await
-    }
-
-    /// Runs one script call, built by [`evalsha`], under the operation's
-    /// `deadline`; loads the script and retries when the server does not
-    /// know it (it restarted, or its script cache was flushed), within what
-    /// is left of that deadline.
-    async fn invoke<T: FromRedisValue>(
-        &self,
-        operation: &'static str,
-        key: &str,
-        script: &Script,
-        call: &Cmd,
-        deadline: Deadline,
-    ) -> Result<T> {
-        let mut connection = self.shared.connection.clone();
-        let reply = match deadline.bound(call.query_async(&mut connection)).await {
-            Err(CallError::Store(error))
-                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
-            {
-                let reload = async {
-                    script.prepare_invoke().load_async(&mut connection).await?;
-                    call.query_async(&mut connection).await
-                };
-                deadline.bound(reload).await
-            }
-            reply => reply,
-        };
-        reply.map_err(|e| Error::store(operation, key, e))
-    }
-
-    /// [`invoke`](RedisStore::invoke) for a script that writes a lease:
-    /// with [`replica_acks`](RedisConfig::replica_acks), followed on the
-    /// same connection, in one pipeline, by `WAIT`, whose count of
-    /// acknowledging replicas comes back too.
-    async fn invoke_write<T: FromRedisValue>(
-        &self,
-        operation: &'static str,
-        key: &str,
-        script: &Script,
-        call: &Cmd,
-        deadline: Deadline,
-    ) -> Result<(T, Option<u32>)> {
-        let Some(acks) = self.shared.config.acks else {
-            let reply = self.invoke(operation, key, script, call, deadline).await?;
-            return Ok((reply, None));
-        };
-        let (reply, acked) = deadline
-            .bound(self.acked_write(call.clone(), Some(script), acks))
-            .await
-            .map_err(|e| Error::store(operation, key, e))?;
-        Ok((reply, Some(acked_count(acked))))
-    }
-
-    /// `write` and then `WAIT`, in one pipeline on a connection of its own
-    /// (see [`acked`]): the write's reply and the count of replicas that
-    /// acknowledged it. A `script` the server does not know is loaded and
-    /// the pipeline sent again. The connection goes back to the pool only
-    /// once both were answered.
-    async fn acked_write<T: FromRedisValue>(
-        &self,
-        write: Cmd,
-        script: Option<&Script>,
-        acks: config::ReplicaAcks,
-    ) -> ::redis::RedisResult<(T, i64)> {
-        let mut pipeline = ::redis::pipe();
-        pipeline.add_command(write).add_command(wait(acks));
-        let mut own = self.checkout().await?;
-        let connection = own.connection();
-        let reply = match (pipeline.query_async(connection).await, script) {
-            (Err(error), Some(script))
-                if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
-            {
-                script.prepare_invoke().load_async(connection).await?;
-                pipeline.query_async(connection).await
-            }
-            (reply, _) => reply,
-        }?;
-        own.done();
-        Ok(reply)
-    }
-
-    /// A connection of its own for one write that waits for replicas (see
-    /// [`acked`]).
-    async fn checkout(&self) -> ::redis::RedisResult<acked::Checked<'_>> {
-        match &self.shared.acked {
-            Some(pool) => pool.checkout().await,
-            None => Err(::redis::RedisError::from((
-                ErrorKind::Client,
-                "no connections for acknowledged writes without replica_acks",
-            ))),
-        }
-    }
-
-    /// An error when a write that took effect (`wrote`) was acknowledged by
-    /// fewer replicas than asked (`acked`, from `WAIT`).
-    fn replicated(&self, wrote: bool, acked: Option<u32>) -> Result<()> {
-        match (self.shared.config.acks, acked) {
-            (Some(acks), Some(acked)) if wrote && acked < acks.replicas => {
-                Err(Error::NotReplicated {
-                    acked,
-                    wanted: acks.replicas,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// An acquire that does not want a fencing token: the native
-    /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
-    ///
-    /// It does not read the holder's remaining TTL or mark the key as waited
-    /// for: a caller that waits follows a failed set with
-    /// [`acquire_scripted`](RedisStore::acquire_scripted). A native command
-    /// costs the server a fraction of a script call, which is what bounds
-    /// throughput when many tasks share one Redis.
-    async fn acquire_plain(
-        &self,
-        request: AcquireRequest<'_>,
-        deadline: Deadline,
-    ) -> Result<Attempt> {
-        // Sized once, as `evalsha` does: a command grown argument by argument
-        // reallocates its buffers several times, which cost more client CPU
-        // than the rest of the call.
-        let key = KeyArg::lease(request.key);
-        let mut set = Cmd::with_capacity(6, 32 + key.len_hint() + request.token.len());
-        set.arg("SET")
-            .arg(key)
-            .arg(request.token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(request.ttl));
-        let mut connection = self.shared.connection.clone();
-        let reply: Option<::redis::Value> = match self.shared.config.acks {
-            None => deadline
-                .bound(set.query_async(&mut connection))
-                .await
-                .map_err(|e| Error::store("acquire", request.key, e))?,
-            Some(acks) => self.set_acked(request.key, set, acks, deadline).await?,
-        };
-        Ok(if reply.is_some() {
-            Attempt::Acquired { fence: None }
-        } else {
-            Attempt::Held {
-                remaining: None,
-                wakeup: None,
-            }
-        })
-    }
-
-    /// `SET` followed by `WAIT` in one pipeline: the set's reply, once
-    /// enough replicas acknowledged it (else [`Error::NotReplicated`], and the
-    /// runtime gives the lease back, as for any acquire that fails).
-    ///
-    /// A boxed future of its own: inlined into the acquire's, it made that
-    /// state machine nest deeply enough to overflow the compiler's query
-    /// depth in applications that use every store.
-    fn set_acked<'a>(
-        &'a self,
-        key: &'a str,
-        set: Cmd,
-        acks: config::ReplicaAcks,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<Option<::redis::Value>>> {
-        Box::pin(async move {
-            let (reply, acked): (Option<::redis::Value>, i64) = deadline
-                .bound(self.acked_write(set, None, acks))
-                .await
-                .map_err(|e| Error::store("acquire", key, e))?;
-            self.replicated(reply.is_some(), Some(acked_count(acked)))?;
-            Ok(reply)
-        })
-    }
-
-    /// An acquire that wants a fencing token, or that waits and found the
-    /// key held: one script, so that marking the key as waited for (or
-    /// taking the next fencing token) happens atomically with the
-    /// set-if-absent.
-    async fn acquire_scripted(
-        &self,
-        request: AcquireRequest<'_>,
-        deadline: Deadline,
-    ) -> Result<Attempt> {
-        // Before the script: a release that lands between the script and our
-        // sleep must still wake us.
-        let interest = match request.wake {
-            true => Some(self.shared.waiters.register(&lease_key(request.key)?)),
-            false => None,
-        };
-        let script = &self.shared.scripts.acquire;
-        let key = request.key;
-        let keys = [KeyArg::lease(key), KeyArg::waiters(key), KeyArg::fence(key)];
-        let mut call = evalsha(script, &keys);
-        call.arg(request.token)
-            .arg(millis(request.ttl))
-            .arg(if request.wake { "1" } else { "0" })
-            .arg(WAITERS_MARGIN_MS)
-            .arg(if request.fenced { "1" } else { "0" });
-        let ((acquired, detail), acked): ((i64, i64), _) = self
-            .invoke_write("acquire", request.key, script, &call, deadline)
-            .await?;
-        // Not acknowledged: the runtime gives back the lease of an acquire
-        // that fails.
-        self.replicated(acquired == 1, acked)?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired {
-                fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
-            }
-        } else {
-            Attempt::Held {
-                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
-                wakeup: interest.map(Wakeup::new),
-            }
-        })
-    }
 }
 
 impl LockStore for RedisStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
-        Box::pin(async move {
-            check_key(request.key)?;
-            // A failed or dropped acquire may still have set the lease on
-            // the server; the runtime gives it back (see the store contract).
-            // One deadline for the whole acquire, both requests of a
-            // waiting one included.
-            let deadline = connect::write_deadline(&self.shared.config);
-            if request.fenced {
-                return self.acquire_scripted(request, deadline).await;
-            }
-            // A caller that waits tries the plain `SET NX PX` first too:
-            // most acquires find the lock free, and then need neither the
-            // script nor this process listening for the key's release. Only
-            // a held lease costs the second round trip, which marks the key
-            // as waited for, reads the holder's TTL, and retries the set in
-            // the same step, so a release in between is never missed.
-            match self.acquire_plain(request, deadline).await? {
-                Attempt::Held { .. } if request.wake => {
-                    self.acquire_scripted(request, deadline).await
-                }
-                attempt => Ok(attempt),
-            }
-        })
+        Box::pin(self.shared.acquire(request))
     }
 
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let script = &self.shared.scripts.release;
-            let released: i64 = self
-                .on_lease("release", key, script, true, |call| {
-                    call.arg(token);
-                })
-                .await?;
-            Ok(released == 1)
-        })
+        Box::pin(self.shared.release(key, token))
     }
 
     fn extend<'a>(
@@ -688,53 +398,22 @@ impl LockStore for RedisStore {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            check_key(key)?;
-            let script = &self.shared.scripts.extend;
-            let mut call = evalsha(script, &[KeyArg::lease(key)]);
-            call.arg(token).arg(millis(ttl));
-            let deadline = connect::write_deadline(&self.shared.config);
-            let (extended, acked): (i64, _) = self
-                .invoke_write("extend", key, script, &call, deadline)
-                .await?;
-            self.replicated(extended == 1, acked)?;
-            Ok(extended == 1)
-        })
+        Box::pin(self.shared.extend(key, token, ttl))
     }
 
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let script = &self.shared.scripts.force_release;
-            let released: i64 = self
-                .on_lease("force-release", key, script, true, |_| {})
-                .await?;
-            Ok(released == 1)
-        })
+        Box::pin(self.shared.force_release(key))
     }
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
-        Box::pin(async move {
-            let script = &self.shared.scripts.holder;
-            let found: Option<(Vec<u8>, i64)> = self
-                .on_lease("read the holder of", key, script, false, |_| {})
-                .await?;
-            Ok(found.map(|(token, remaining)| {
-                let remaining = if remaining < 0 {
-                    // No expiry: written by something other than this library.
-                    Duration::MAX
-                } else {
-                    Duration::from_millis(remaining.unsigned_abs())
-                };
-                Holder::new(String::from_utf8_lossy(&token), remaining)
-            }))
-        })
+        Box::pin(self.shared.holder(key))
     }
 
     /// `SCAN` in batches (on every primary of a cluster), then one holder
     /// read per lease found; see [`LockManager::list`](crate::LockManager::list)
     /// for what that costs and promises.
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
-        Box::pin(self.list_leases(prefix))
+        Box::pin(self.shared.list_leases(prefix))
     }
 
     fn name(&self) -> &'static str {

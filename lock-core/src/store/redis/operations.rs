@@ -1,0 +1,212 @@
+//! The lease operations: which commands each one sends, in which order,
+//! and what its reply means. [`RedisStore`](super::RedisStore)'s docs
+//! describe them for its users; [`calls`](super::calls) sends them.
+
+use std::time::Duration;
+
+use ::redis::Cmd;
+
+use super::calls::acked_count;
+use super::config::ReplicaAcks;
+use super::connect;
+use super::keys::{KeyArg, lease_key, millis};
+use super::scripts::evalsha;
+use super::shared::Shared;
+use crate::store::kit::{Deadline, check_key};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
+use crate::{Error, Holder, Result};
+
+/// How long past the holder's expiry the "somebody waits" marker lives, so it
+/// outlasts the waiters' naps (expiry plus at most a few tens of ms of jitter).
+const WAITERS_MARGIN_MS: u64 = 250;
+
+impl Shared {
+    /// [`LockStore::acquire`](crate::LockStore::acquire): the plain
+    /// `SET NX PX`, then, for a caller that waits and found the lease held,
+    /// the acquire script; a fenced acquire goes straight to the script.
+    pub(super) async fn acquire(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+        check_key(request.key)?;
+        // A failed or dropped acquire may still have set the lease on
+        // the server; the runtime gives it back (see the store contract).
+        // One deadline for the whole acquire, both requests of a
+        // waiting one included.
+        let deadline = connect::write_deadline(&self.config);
+        if request.fenced {
+            return self.acquire_scripted(request, deadline).await;
+        }
+        // A caller that waits tries the plain `SET NX PX` first too:
+        // most acquires find the lock free, and then need neither the
+        // script nor this process listening for the key's release. Only
+        // a held lease costs the second round trip, which marks the key
+        // as waited for, reads the holder's TTL, and retries the set in
+        // the same step, so a release in between is never missed.
+        match self.acquire_plain(request, deadline).await? {
+            Attempt::Held { .. } if request.wake => self.acquire_scripted(request, deadline).await,
+            attempt => Ok(attempt),
+        }
+    }
+
+    /// [`LockStore::release`](crate::LockStore::release): the release
+    /// script, which announces the release when somebody waits.
+    pub(super) async fn release(&self, key: &str, token: &str) -> Result<bool> {
+        let script = &self.scripts.release;
+        let released: i64 = self
+            .on_lease("release", key, script, true, |call| {
+                call.arg(token);
+            })
+            .await?;
+        Ok(released == 1)
+    }
+
+    /// [`LockStore::extend`](crate::LockStore::extend): the extend script,
+    /// followed by `WAIT` with [`replica_acks`](super::RedisConfig::replica_acks).
+    pub(super) async fn extend(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        check_key(key)?;
+        let script = &self.scripts.extend;
+        let mut call = evalsha(script, &[KeyArg::lease(key)]);
+        call.arg(token).arg(millis(ttl));
+        let deadline = connect::write_deadline(&self.config);
+        let (extended, acked): (i64, _) = self
+            .invoke_write("extend", key, script, &call, deadline)
+            .await?;
+        self.replicated(extended == 1, acked)?;
+        Ok(extended == 1)
+    }
+
+    /// [`LockStore::force_release`](crate::LockStore::force_release): the
+    /// force-release script, which deletes the lease whoever holds it and
+    /// announces the release as [`release`](Shared::release) does.
+    pub(super) async fn force_release(&self, key: &str) -> Result<bool> {
+        let script = &self.scripts.force_release;
+        let released: i64 = self
+            .on_lease("force-release", key, script, true, |_| {})
+            .await?;
+        Ok(released == 1)
+    }
+
+    /// [`LockStore::holder`](crate::LockStore::holder): the token and the
+    /// remaining TTL, in one script.
+    pub(super) async fn holder(&self, key: &str) -> Result<Option<Holder>> {
+        let script = &self.scripts.holder;
+        let found: Option<(Vec<u8>, i64)> = self
+            .on_lease("read the holder of", key, script, false, |_| {})
+            .await?;
+        Ok(found.map(|(token, remaining)| {
+            let remaining = if remaining < 0 {
+                // No expiry: written by something other than this library.
+                Duration::MAX
+            } else {
+                Duration::from_millis(remaining.unsigned_abs())
+            };
+            Holder::new(String::from_utf8_lossy(&token), remaining)
+        }))
+    }
+
+    /// An acquire that does not want a fencing token: the native
+    /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
+    ///
+    /// It does not read the holder's remaining TTL or mark the key as waited
+    /// for: a caller that waits follows a failed set with
+    /// [`acquire_scripted`](Shared::acquire_scripted). A native command
+    /// costs the server a fraction of a script call, which is what bounds
+    /// throughput when many tasks share one Redis.
+    async fn acquire_plain(
+        &self,
+        request: AcquireRequest<'_>,
+        deadline: Deadline,
+    ) -> Result<Attempt> {
+        // Sized once, as `evalsha` does: a command grown argument by argument
+        // reallocates its buffers several times, which cost more client CPU
+        // than the rest of the call.
+        let key = KeyArg::lease(request.key);
+        let mut set = Cmd::with_capacity(6, 32 + key.len_hint() + request.token.len());
+        set.arg("SET")
+            .arg(key)
+            .arg(request.token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(request.ttl));
+        let mut connection = self.connection.clone();
+        let reply: Option<::redis::Value> = match self.config.acks {
+            None => deadline
+                .bound(set.query_async(&mut connection))
+                .await
+                .map_err(|e| Error::store("acquire", request.key, e))?,
+            Some(acks) => self.set_acked(request.key, set, acks, deadline).await?,
+        };
+        Ok(if reply.is_some() {
+            Attempt::Acquired { fence: None }
+        } else {
+            Attempt::Held {
+                remaining: None,
+                wakeup: None,
+            }
+        })
+    }
+
+    /// `SET` followed by `WAIT` in one pipeline: the set's reply, once
+    /// enough replicas acknowledged it (else [`Error::NotReplicated`], and the
+    /// runtime gives the lease back, as for any acquire that fails).
+    ///
+    /// A boxed future of its own: inlined into the acquire's, it made that
+    /// state machine nest deeply enough to overflow the compiler's query
+    /// depth in applications that use every store.
+    fn set_acked<'a>(
+        &'a self,
+        key: &'a str,
+        set: Cmd,
+        acks: ReplicaAcks,
+        deadline: Deadline,
+    ) -> BoxFuture<'a, Result<Option<::redis::Value>>> {
+        Box::pin(async move {
+            let (reply, acked): (Option<::redis::Value>, i64) = deadline
+                .bound(self.acked_write(set, None, acks))
+                .await
+                .map_err(|e| Error::store("acquire", key, e))?;
+            self.replicated(reply.is_some(), Some(acked_count(acked)))?;
+            Ok(reply)
+        })
+    }
+
+    /// An acquire that wants a fencing token, or that waits and found the
+    /// key held: one script, so that marking the key as waited for (or
+    /// taking the next fencing token) happens atomically with the
+    /// set-if-absent.
+    async fn acquire_scripted(
+        &self,
+        request: AcquireRequest<'_>,
+        deadline: Deadline,
+    ) -> Result<Attempt> {
+        // Before the script: a release that lands between the script and our
+        // sleep must still wake us.
+        let interest = match request.wake {
+            true => Some(self.waiters.register(&lease_key(request.key)?)),
+            false => None,
+        };
+        let script = &self.scripts.acquire;
+        let key = request.key;
+        let keys = [KeyArg::lease(key), KeyArg::waiters(key), KeyArg::fence(key)];
+        let mut call = evalsha(script, &keys);
+        call.arg(request.token)
+            .arg(millis(request.ttl))
+            .arg(if request.wake { "1" } else { "0" })
+            .arg(WAITERS_MARGIN_MS)
+            .arg(if request.fenced { "1" } else { "0" });
+        let ((acquired, detail), acked): ((i64, i64), _) = self
+            .invoke_write("acquire", request.key, script, &call, deadline)
+            .await?;
+        // Not acknowledged: the runtime gives back the lease of an acquire
+        // that fails.
+        self.replicated(acquired == 1, acked)?;
+        Ok(if acquired == 1 {
+            Attempt::Acquired {
+                fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
+            }
+        } else {
+            Attempt::Held {
+                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
+                wakeup: interest.map(Wakeup::new),
+            }
+        })
+    }
+}
