@@ -33,10 +33,13 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
     }
 }
 
+/// Transparent over the store's error: a `CallError::Store` shows that
+/// error as its own message and passes on its causes, so an error chain
+/// reads it once.
 impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CallError::Store(e) => Some(e),
+            CallError::Store(e) => e.source(),
             CallError::TimedOut(..) => None,
         }
     }
@@ -97,6 +100,17 @@ impl Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A store hands a bounded call's error to `Error::store`; the log line
+    // then reads "acquire on lock:a failed: connection refused", once, not
+    // "...: connection refused: connection refused".
+    #[test]
+    fn a_store_error_is_shown_once_in_the_error_chain() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused here");
+        let error = crate::Error::store("acquire", "lock:a", CallError::Store(refused));
+        let shown = error.chain().to_string();
+        assert_eq!(shown.matches("refused here").count(), 1, "{shown}");
+    }
 
     // A retry must get what is left of the call's time, not a fresh bound:
     // two steps of 600 ms under one 1 s deadline time out, in virtual time.
