@@ -40,8 +40,7 @@ use etcd_client::{
 };
 use tokio::time::Instant;
 
-use crate::store::kit::Backoff;
-use crate::store::kit::{BoxError, CallError, Deadline};
+use crate::store::kit::{Backoff, BoxError, CallError, Deadline};
 
 /// Bounds of the pause between attempts at a give-back the cluster did
 /// not answer.

@@ -18,19 +18,13 @@ use std::time::Duration;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
 };
-use tokio::task::JoinHandle;
 
 pub use self::config::EtcdConfig;
 use self::leases::{ExtendSent, Granted, found, revoke_later};
 use self::watch::Watches;
-use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::store::kit::Waiters;
-use crate::store::kit::{BoxError, CallError, Deadline};
+use crate::store::kit::{self, Background, BoxError, CallError, Deadline, Waiters};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
-
-/// The longest TTL the store accepts: 100 years, far inside etcd's own
-/// limit on lease TTLs.
-const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// Leases kept in etcd, shared by every process that reaches the cluster,
 /// and kept by consensus.
@@ -125,13 +119,9 @@ struct Shared {
     /// The shortest lease TTL the cluster grants.
     min_ttl: Duration,
     endpoints: Vec<String>,
-    watch_task: JoinHandle<()>,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.watch_task.abort();
-    }
+    /// The watch stream's task: kept only to be dropped, which aborts it
+    /// with the store.
+    _tasks: Background,
 }
 
 impl EtcdStore {
@@ -196,8 +186,13 @@ impl EtcdStore {
             .await
             .map_err(|e| Error::store("connect", shown.clone(), e))?;
         let waiters = Arc::new(Waiters::default());
-        let (watches, watch_task) =
-            Watches::start(client.clone(), Arc::clone(&waiters), config.timeout);
+        let mut tasks = Background::new();
+        let watches = Watches::start(
+            client.clone(),
+            Arc::clone(&waiters),
+            config.timeout,
+            &mut tasks,
+        );
         Ok(EtcdStore {
             shared: Arc::new(Shared {
                 client,
@@ -206,7 +201,7 @@ impl EtcdStore {
                 config,
                 min_ttl,
                 endpoints,
-                watch_task,
+                _tasks: tasks,
             }),
         })
     }
@@ -244,8 +239,8 @@ impl EtcdStore {
     }
 
     /// The TTL to grant for `ttl`: whole seconds, rounded up.
-    fn seconds(ttl: Duration) -> i64 {
-        let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    fn seconds(&self, ttl: Duration) -> i64 {
+        let seconds = kit::store_ttl(ttl, self).as_secs();
         i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
     }
 }
@@ -258,18 +253,13 @@ const EXTEND_TRIES: usize = 3;
 impl LockStore for EtcdStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
-            if request.key.is_empty() {
-                return Err(Error::InvalidName {
-                    name: String::new(),
-                    reason: "a lock key must not be empty; give the lock a name",
-                });
-            }
+            kit::check_key(request.key)?;
             // Before the attempt, so the watch this waiter asks for below is
             // kept while it waits.
             let interest = request
                 .wake
                 .then(|| self.shared.waiters.register(request.key));
-            let seconds = Self::seconds(request.ttl);
+            let seconds = self.seconds(request.ttl);
             let (key, token, wake) = (request.key, request.token, request.wake);
             // Given back if this future is dropped before a key is known to
             // be on it, or if the attempt loses.
@@ -369,7 +359,7 @@ impl LockStore for EtcdStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let seconds = Self::seconds(ttl);
+            let seconds = self.seconds(ttl);
             let mut client = self.shared.client.clone();
             let extending = async {
                 for _ in 0..EXTEND_TRIES {
@@ -543,8 +533,9 @@ impl LockStore for EtcdStore {
         true
     }
 
+    /// 100 years, far inside etcd's own limit on lease TTLs.
     fn max_ttl(&self) -> Duration {
-        MAX_TTL
+        kit::MAX_TTL
     }
 
     fn min_ttl(&self) -> Duration {

@@ -33,9 +33,7 @@ use etcd_client::{Client, EventType, WatchFilterType, WatchOptions, WatchRespons
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::store::kit::Backoff;
-use crate::store::kit::Deadline;
-use crate::store::kit::Waiters;
+use crate::store::kit::{Background, Backoff, Deadline, Waiters};
 
 /// How often watches of keys nobody waits for are cancelled.
 const TIDY_EVERY: Duration = Duration::from_secs(5);
@@ -58,16 +56,18 @@ pub(super) struct Watches {
 }
 
 impl Watches {
-    /// Starts the watch task for `client`'s cluster, waking `waiters`;
-    /// `timeout` bounds opening the stream and refreshing its token.
+    /// Starts the watch task for `client`'s cluster among `tasks`, waking
+    /// `waiters`; `timeout` bounds opening the stream and refreshing its
+    /// token.
     pub(super) fn start(
         client: Client,
         waiters: Arc<Waiters>,
         timeout: Duration,
-    ) -> (Watches, tokio::task::JoinHandle<()>) {
+        tasks: &mut Background,
+    ) -> Watches {
         let (requests, incoming) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(client, waiters, incoming, timeout));
-        (Watches { requests }, task)
+        tasks.spawn(run(client, waiters, incoming, timeout));
+        Watches { requests }
     }
 
     /// Watches `key` from `revision` on (if it is not watched already).

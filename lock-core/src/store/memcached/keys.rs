@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::{Error, Result};
+use crate::Result;
+use crate::store::kit::check_key;
 
 /// The longest store key kept as itself: with its one-byte tag, base64
 /// makes it at most 244 bytes, within memcached's 250.
@@ -28,12 +29,7 @@ pub(super) const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60 - 1);
 /// The key of the lease for the store key `key`, base64-encoded for the
 /// meta protocol's `b` flag.
 pub(super) fn lease_key(key: &str) -> Result<String> {
-    if key.is_empty() {
-        return Err(Error::InvalidName {
-            name: String::new(),
-            reason: "a lock key must not be empty; give the lock a name",
-        });
-    }
+    check_key(key)?;
     let mut binary = Vec::with_capacity(RAW_MAX + 1);
     if key.len() <= RAW_MAX {
         binary.push(b'k');

@@ -17,10 +17,8 @@ use std::time::Duration;
 use self::client::{Answer, Code, Command, Connection, Reply, Session};
 pub use self::config::MemcachedConfig;
 use self::keys::{MAX_TTL, exptime, lease_key};
-use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::store::kit::Waiters;
-use crate::store::kit::redacted;
-use crate::store::kit::{CallError, Deadline};
+use crate::store::kit::{CallError, Deadline, Waiters, redacted};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
 /// Leases kept in memcached, shared by every process that reaches the

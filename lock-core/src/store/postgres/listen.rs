@@ -15,9 +15,7 @@ use std::time::Duration;
 
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::store::kit::Backoff;
-use crate::store::kit::Deadline;
-use crate::store::kit::Waiters;
+use crate::store::kit::{Backoff, Deadline, Waiters};
 
 /// How often the connection checks that the server still answers.
 const PING_EVERY: Duration = Duration::from_secs(5);

@@ -18,21 +18,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 use tokio_postgres::types::{ToSql, Type};
 
 use self::checkout::Checkout;
 pub use self::config::PostgresConfig;
 use self::listen::Listener;
-use super::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
-use crate::store::kit::Waiters;
-use crate::store::kit::{BoxError, Deadline};
-use crate::{Error, Holder, Result, token};
-
-/// The longest TTL the store accepts: 100 years, far inside what
-/// `timestamptz` arithmetic can represent.
-const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+use crate::store::kit::{self, Background, BoxError, Deadline, Waiters};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::{Error, Holder, Result};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
 /// with an empty payload, which wakes every waiter of the process.
@@ -154,15 +148,9 @@ struct Shared {
     config: PostgresConfig,
     /// `user@host:port/db`, for `Debug` and errors. Never a password.
     shown: String,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
+    /// The `LISTEN` connection and the sweep: kept only to be dropped,
+    /// which aborts them with the store.
+    _tasks: Background,
 }
 
 /// The statements, with the table's qualified name filled in.
@@ -367,13 +355,14 @@ impl PostgresStore {
                 format!("could not LISTEN: {e}"),
             )
         })?;
-        let mut tasks = vec![tokio::spawn(listener.run(session))];
-        tasks.push(tokio::spawn(sweep(
+        let mut tasks = Background::new();
+        tasks.spawn(listener.run(session));
+        tasks.spawn(sweep(
             pool.clone(),
             statements.sweep.clone(),
             config.sweep_every,
             config.timeout,
-        )));
+        ));
         Ok(PostgresStore {
             shared: Arc::new(Shared {
                 pool,
@@ -381,7 +370,7 @@ impl PostgresStore {
                 waiters,
                 config,
                 shown,
-                tasks,
+                _tasks: tasks,
             }),
         })
     }
@@ -539,18 +528,13 @@ fn micros(ttl: Duration) -> i64 {
 impl LockStore for PostgresStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
-            if request.key.is_empty() {
-                return Err(Error::InvalidName {
-                    name: String::new(),
-                    reason: "a lock key must not be empty; give the lock a name",
-                });
-            }
+            kit::check_key(request.key)?;
             // Before the statement: a release that lands between it and the
             // sleep must still wake us.
             let interest = request
                 .wake
                 .then(|| self.shared.waiters.register(request.key));
-            let holder = token::owner_of(request.token);
+            let holder = kit::owner_of(request.token);
             let stored = names::stored(request.key);
             let rows = self
                 .query(
@@ -682,8 +666,9 @@ impl LockStore for PostgresStore {
         true
     }
 
+    /// 100 years, far inside what `timestamptz` arithmetic can represent.
     fn max_ttl(&self) -> Duration {
-        MAX_TTL
+        kit::MAX_TTL
     }
 
     fn fencing(&self) -> bool {
