@@ -50,6 +50,13 @@ use crate::store::kit::Deadline;
 /// call's own deadline is later (or there is none).
 pub(super) const DRAIN_MOST: Duration = Duration::from_secs(1);
 
+/// A call's deadline, `timeout` from now, and the instant it ends (`None`:
+/// no bound), for the [`Checkout`] that may outlive it.
+pub(super) fn call_deadline(timeout: Duration) -> (Deadline, Option<Instant>) {
+    let ends = Instant::now().checked_add(timeout);
+    (Deadline::after(timeout, "PostgresConfig::timeout"), ends)
+}
+
 /// A pooled connection while a statement may be in flight on it: call
 /// [`answered`](Checkout::answered) once the statement has answered (with
 /// rows or an error); dropped before that, the connection is emptied or

@@ -1,30 +1,33 @@
 //! Leases in PostgreSQL: the database most applications already run.
 //!
-//! One job per file: [`config`] (the settings), [`sql`] (the table and the
-//! one statement behind each operation), [`listen`] (the `LISTEN`
-//! connection that wakes waiters), [`checkout`] (a pooled connection that
-//! never goes back busy), [`names`] (the row name of any lock name); this
-//! file is the store.
+//! One job per file: [`config`] (the settings), [`connect`] (the pool, the
+//! tables found or created, the background tasks started), [`sql`] (the
+//! table and the one statement behind each operation), [`listen`] (the
+//! `LISTEN` connection that wakes waiters), [`sweep`] (deleting rows their
+//! holders left behind), [`checkout`] (a pooled connection that never goes
+//! back busy), [`names`] (the row name of any lock name); this file is the
+//! store and its operations.
 
 mod checkout;
 mod config;
+mod connect;
 mod listen;
 mod names;
 mod sql;
+mod sweep;
 pub(crate) mod url;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::Pool;
 use tokio_postgres::types::{ToSql, Type};
 
-use self::checkout::Checkout;
+use self::checkout::{Checkout, call_deadline};
 pub use self::config::PostgresConfig;
-use self::listen::Listener;
-use crate::store::kit::{self, Background, BoxError, Deadline, Waiters};
+use self::sql::Statements;
+use crate::store::kit::{self, Background, BoxError, Waiters};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
@@ -153,233 +156,7 @@ struct Shared {
     _tasks: Background,
 }
 
-/// The statements, with the table's qualified name filled in.
-struct Statements {
-    /// By `[fenced][waiting]`.
-    acquire: [[String; 2]; 2],
-    release: String,
-    extend: String,
-    holder: String,
-    list: String,
-    sweep: String,
-}
-
 impl PostgresStore {
-    /// Connects to PostgreSQL with the default [`PostgresConfig`].
-    ///
-    /// `url` is `postgres://[user[:password]@]host[:port][/database]` (or
-    /// the `key=value` form tokio-postgres reads). Connections are plain
-    /// TCP; for TLS, build a pool of your own and use
-    /// [`from_pool`](PostgresStore::from_pool).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Store`] when the URL is invalid, the server cannot be
-    /// reached within the timeout, or the table cannot be created (or, with
-    /// `create_table(false)`, does not exist).
-    pub async fn connect(url: &str) -> Result<PostgresStore> {
-        Self::connect_with(url, PostgresConfig::default()).await
-    }
-
-    /// Connects to PostgreSQL with `config`.
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](PostgresStore::connect).
-    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<PostgresStore> {
-        let pg = parse_url(url)?;
-        let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| Error::store("connect", shown(&pg), e))?;
-        Self::start(pool, pg, config).await
-    }
-
-    /// A store over the application's own pool, so the locks share its
-    /// connections (TLS and all), plus a `LISTEN` connection of its own to
-    /// `listen_url`, which must keep its session (straight to PostgreSQL,
-    /// or a PgBouncer pool in session mode).
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](PostgresStore::connect).
-    pub async fn from_pool(
-        pool: Pool,
-        listen_url: &str,
-        config: PostgresConfig,
-    ) -> Result<PostgresStore> {
-        let pg = parse_url(listen_url)?;
-        Self::start(pool, pg, config).await
-    }
-
-    async fn start(
-        pool: Pool,
-        listen: tokio_postgres::Config,
-        config: PostgresConfig,
-    ) -> Result<PostgresStore> {
-        let shown = shown(&listen);
-        let invalid = |why: String| Error::store("connect", shown.clone(), why);
-        let named = |suffix: &str| sql::identifier(&format!("{}{suffix}", config.table));
-        let (leases, fences, sweep_index) = (
-            named("").map_err(invalid)?,
-            named("_fences").map_err(invalid)?,
-            named("_sweep").map_err(invalid)?,
-        );
-        listen::check_channel(&config.channel).map_err(invalid)?;
-        let configured = match &config.schema {
-            Some(schema) => Some(sql::identifier(schema).map_err(invalid)?),
-            None => None,
-        };
-        let (deadline, ends) = call_deadline(config.timeout);
-        let setup = async {
-            let mut client = Checkout::new(
-                pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
-                ends,
-                config.timeout,
-            );
-            let done = async {
-                // Without a configured schema, one read once and written
-                // into every statement: connections whose `search_path`
-                // differs (an application's pool, PgBouncer handing out
-                // other clients' sessions) must not see two tables. It is
-                // read under the role's and the connection's own default
-                // `search_path` (`SET LOCAL ... TO DEFAULT`), never what the
-                // session was last SET to, so every process of one
-                // application resolves the same one: the schema that holds
-                // the lease table on that path, else the first on it.
-                let schema = match &configured {
-                    Some(schema) => schema.clone(),
-                    None => {
-                        let literal = format!("'{}'", leases.replace('\'', "''"));
-                        let resolve = format!(
-                            "SELECT coalesce((SELECT n.nspname FROM pg_catalog.pg_class c \
-                             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-                             WHERE c.oid = pg_catalog.to_regclass({literal})), \
-                             pg_catalog.current_schema())"
-                        );
-                        // Simple queries only: no named statement, which a
-                        // pooler in transaction mode may not keep.
-                        let transaction = client.transaction().await?;
-                        transaction
-                            .batch_execute("SET LOCAL search_path TO DEFAULT")
-                            .await?;
-                        let messages = transaction.simple_query(&resolve).await?;
-                        transaction.rollback().await?;
-                        let current = messages.iter().find_map(|message| match message {
-                            tokio_postgres::SimpleQueryMessage::Row(row) => {
-                                row.get(0).map(str::to_owned)
-                            }
-                            _ => None,
-                        });
-                        let Some(current) = current else {
-                            return Err::<_, BoxError>(
-                                "the default search_path names no schema that exists, so the lease table has none to live in; set PostgresConfig::schema"
-                                    .into(),
-                            );
-                        };
-                        sql::quoted(&current)
-                    }
-                };
-                let (leases, fences) = (format!("{schema}.{leases}"), format!("{schema}.{fences}"));
-                if config.create_table {
-                    let create_schema = match &configured {
-                        Some(schema) => format!("CREATE SCHEMA IF NOT EXISTS {schema};"),
-                        None => String::new(),
-                    };
-                    // Under a transaction-level advisory lock: two processes
-                    // creating the tables at once can otherwise collide in
-                    // the catalog even with IF NOT EXISTS. A real transaction,
-                    // rolled back when a statement fails: the connection may
-                    // be the application's, and goes back to its pool
-                    // neither inside an aborted transaction nor holding the
-                    // advisory lock.
-                    let ddl = format!(
-                        "SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {}",
-                        sql::create_tables(&leases, &fences, &sweep_index)
-                    );
-                    let transaction = client.transaction().await?;
-                    match transaction.batch_execute(&ddl).await {
-                        Ok(()) => transaction.commit().await?,
-                        Err(failed) => {
-                            transaction.rollback().await?;
-                            return Err(failed.into());
-                        }
-                    }
-                } else {
-                    client
-                        .batch_execute(&format!(
-                            "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
-                        ))
-                        .await?;
-                }
-                Ok((leases, fences))
-            }
-            .await;
-            client.answered();
-            done
-        };
-        let (leases, fences) = deadline
-            .bound(setup)
-            .await
-            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
-        let statements = Statements {
-            acquire: [false, true].map(|fenced| {
-                [false, true].map(|waiting| sql::acquire(&leases, &fences, fenced, waiting))
-            }),
-            release: sql::release(&leases),
-            extend: sql::extend(&leases),
-            holder: sql::holder(&leases),
-            list: sql::list(&leases),
-            sweep: sql::sweep(&leases),
-        };
-        let waiters = Arc::new(Waiters::default());
-        let listener = Listener {
-            config: listen,
-            channel: config.channel.clone(),
-            timeout: config.timeout,
-            waiters: Arc::clone(&waiters),
-        };
-        // Listen before returning, so the very first waiter can be woken.
-        let session = listener.listen().await.map_err(|e| {
-            Error::store(
-                "listen for releases on",
-                shown.clone(),
-                format!("could not LISTEN: {e}"),
-            )
-        })?;
-        let mut tasks = Background::new();
-        tasks.spawn(listener.run(session));
-        tasks.spawn(sweep(
-            pool.clone(),
-            statements.sweep.clone(),
-            config.sweep_every,
-            config.timeout,
-        ));
-        Ok(PostgresStore {
-            shared: Arc::new(Shared {
-                pool,
-                statements,
-                waiters,
-                config,
-                shown,
-                _tasks: tasks,
-            }),
-        })
-    }
-
-    /// The configuration the store runs with.
-    pub fn config(&self) -> &PostgresConfig {
-        &self.shared.config
-    }
-
     /// Runs `statement` with typed `params` on a pooled connection, the wait
     /// for the connection included in one deadline.
     async fn query(
@@ -452,71 +229,6 @@ impl PostgresStore {
             self.shared.waiters.released(key);
         }
         Ok(released)
-    }
-}
-
-/// The `tokio_postgres::Config` of `url`, or an error that never shows the
-/// password.
-fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
-    url.parse::<tokio_postgres::Config>().map_err(|e| {
-        Error::store(
-            "connect",
-            "(the PostgreSQL URL)",
-            format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database"),
-        )
-    })
-}
-
-/// `user@host:port/database` of `config`, never its password.
-fn shown(config: &tokio_postgres::Config) -> String {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|host| match host {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_default();
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!(
-        "{}@{host}:{port}/{}",
-        config.get_user().unwrap_or(""),
-        config.get_dbname().unwrap_or("")
-    )
-}
-
-/// A call's deadline, `timeout` from now, and the instant it ends (`None`:
-/// no bound), for the [`Checkout`] that may outlive it.
-fn call_deadline(timeout: Duration) -> (Deadline, Option<tokio::time::Instant>) {
-    let ends = tokio::time::Instant::now().checked_add(timeout);
-    (Deadline::after(timeout, "PostgresConfig::timeout"), ends)
-}
-
-/// Deletes rows holders left behind, every `every`, for the store's life.
-async fn sweep(pool: Pool, statement: String, every: Duration, timeout: Duration) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let (deadline, ends) = call_deadline(timeout);
-        let swept = deadline
-            .bound(async {
-                let client = Checkout::new(
-                    pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
-                    ends,
-                    timeout,
-                );
-                let swept = client.execute(statement.as_str(), &[]).await;
-                client.answered();
-                Ok::<_, BoxError>(swept?)
-            })
-            .await;
-        match swept {
-            Ok(0) => {}
-            Ok(rows) => tracing::debug!(rows, "swept lease rows their holders left behind"),
-            Err(error) => tracing::debug!(%error, "could not sweep the lease table this time"),
-        }
     }
 }
 

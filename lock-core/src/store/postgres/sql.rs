@@ -13,6 +13,34 @@
 //! their own, one row per name that ever asked for a token, never deleted,
 //! so a counter only ever grows whatever happens to the leases.
 
+/// The statements, with the table's qualified name filled in.
+pub(super) struct Statements {
+    /// By `[fenced][waiting]`.
+    pub(super) acquire: [[String; 2]; 2],
+    pub(super) release: String,
+    pub(super) extend: String,
+    pub(super) holder: String,
+    pub(super) list: String,
+    pub(super) sweep: String,
+}
+
+impl Statements {
+    /// Every statement, on the lease table `leases` and the fencing
+    /// counters `fences` (both schema-qualified).
+    pub(super) fn new(leases: &str, fences: &str) -> Statements {
+        Statements {
+            acquire: [false, true].map(|fenced| {
+                [false, true].map(|waiting| acquire(leases, fences, fenced, waiting))
+            }),
+            release: release(leases),
+            extend: extend(leases),
+            holder: holder(leases),
+            list: list(leases),
+            sweep: sweep(leases),
+        }
+    }
+}
+
 /// The lease table and the fencing counters, for `CREATE ... IF NOT
 /// EXISTS` and the README.
 ///

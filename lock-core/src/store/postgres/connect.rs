@@ -1,0 +1,255 @@
+//! Connecting a [`PostgresStore`]: the pool, the lease tables (found, or
+//! created under an advisory lock), the statements written for them, and
+//! the store's background tasks (the `LISTEN` connection, the sweep).
+
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use super::checkout::{Checkout, call_deadline};
+use super::listen::{self, Listener};
+use super::sql::{self, Statements};
+use super::sweep;
+use super::{PostgresConfig, PostgresStore, Shared};
+use crate::store::kit::{Background, BoxError, Waiters};
+use crate::{Error, Result};
+
+impl PostgresStore {
+    /// Connects to PostgreSQL with the default [`PostgresConfig`].
+    ///
+    /// `url` is `postgres://[user[:password]@]host[:port][/database]` (or
+    /// the `key=value` form tokio-postgres reads). Connections are plain
+    /// TCP; for TLS, build a pool of your own and use
+    /// [`from_pool`](PostgresStore::from_pool).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the URL is invalid, the server cannot be
+    /// reached within the timeout, or the table cannot be created (or, with
+    /// `create_table(false)`, does not exist).
+    pub async fn connect(url: &str) -> Result<PostgresStore> {
+        Self::connect_with(url, PostgresConfig::default()).await
+    }
+
+    /// Connects to PostgreSQL with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](PostgresStore::connect).
+    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<PostgresStore> {
+        let pg = parse_url(url)?;
+        let manager = Manager::from_config(
+            pg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| Error::store("connect", shown(&pg), e))?;
+        Self::start(pool, pg, config).await
+    }
+
+    /// A store over the application's own pool, so the locks share its
+    /// connections (TLS and all), plus a `LISTEN` connection of its own to
+    /// `listen_url`, which must keep its session (straight to PostgreSQL,
+    /// or a PgBouncer pool in session mode).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](PostgresStore::connect).
+    pub async fn from_pool(
+        pool: Pool,
+        listen_url: &str,
+        config: PostgresConfig,
+    ) -> Result<PostgresStore> {
+        let pg = parse_url(listen_url)?;
+        Self::start(pool, pg, config).await
+    }
+
+    async fn start(
+        pool: Pool,
+        listen: tokio_postgres::Config,
+        config: PostgresConfig,
+    ) -> Result<PostgresStore> {
+        let shown = shown(&listen);
+        let invalid = |why: String| Error::store("connect", shown.clone(), why);
+        let named = |suffix: &str| sql::identifier(&format!("{}{suffix}", config.table));
+        let (leases, fences, sweep_index) = (
+            named("").map_err(invalid)?,
+            named("_fences").map_err(invalid)?,
+            named("_sweep").map_err(invalid)?,
+        );
+        listen::check_channel(&config.channel).map_err(invalid)?;
+        let configured = match &config.schema {
+            Some(schema) => Some(sql::identifier(schema).map_err(invalid)?),
+            None => None,
+        };
+        let (deadline, ends) = call_deadline(config.timeout);
+        let setup = async {
+            let mut client = Checkout::new(
+                pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
+                ends,
+                config.timeout,
+            );
+            let done = async {
+                // Without a configured schema, one read once and written
+                // into every statement: connections whose `search_path`
+                // differs (an application's pool, PgBouncer handing out
+                // other clients' sessions) must not see two tables. It is
+                // read under the role's and the connection's own default
+                // `search_path` (`SET LOCAL ... TO DEFAULT`), never what the
+                // session was last SET to, so every process of one
+                // application resolves the same one: the schema that holds
+                // the lease table on that path, else the first on it.
+                let schema = match &configured {
+                    Some(schema) => schema.clone(),
+                    None => {
+                        let literal = format!("'{}'", leases.replace('\'', "''"));
+                        let resolve = format!(
+                            "SELECT coalesce((SELECT n.nspname FROM pg_catalog.pg_class c \
+                             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                             WHERE c.oid = pg_catalog.to_regclass({literal})), \
+                             pg_catalog.current_schema())"
+                        );
+                        // Simple queries only: no named statement, which a
+                        // pooler in transaction mode may not keep.
+                        let transaction = client.transaction().await?;
+                        transaction
+                            .batch_execute("SET LOCAL search_path TO DEFAULT")
+                            .await?;
+                        let messages = transaction.simple_query(&resolve).await?;
+                        transaction.rollback().await?;
+                        let current = messages.iter().find_map(|message| match message {
+                            tokio_postgres::SimpleQueryMessage::Row(row) => {
+                                row.get(0).map(str::to_owned)
+                            }
+                            _ => None,
+                        });
+                        let Some(current) = current else {
+                            return Err::<_, BoxError>(
+                                "the default search_path names no schema that exists, so the lease table has none to live in; set PostgresConfig::schema"
+                                    .into(),
+                            );
+                        };
+                        sql::quoted(&current)
+                    }
+                };
+                let (leases, fences) = (format!("{schema}.{leases}"), format!("{schema}.{fences}"));
+                if config.create_table {
+                    let create_schema = match &configured {
+                        Some(schema) => format!("CREATE SCHEMA IF NOT EXISTS {schema};"),
+                        None => String::new(),
+                    };
+                    // Under a transaction-level advisory lock: two processes
+                    // creating the tables at once can otherwise collide in
+                    // the catalog even with IF NOT EXISTS. A real transaction,
+                    // rolled back when a statement fails: the connection may
+                    // be the application's, and goes back to its pool
+                    // neither inside an aborted transaction nor holding the
+                    // advisory lock.
+                    let ddl = format!(
+                        "SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {}",
+                        sql::create_tables(&leases, &fences, &sweep_index)
+                    );
+                    let transaction = client.transaction().await?;
+                    match transaction.batch_execute(&ddl).await {
+                        Ok(()) => transaction.commit().await?,
+                        Err(failed) => {
+                            transaction.rollback().await?;
+                            return Err(failed.into());
+                        }
+                    }
+                } else {
+                    client
+                        .batch_execute(&format!(
+                            "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
+                        ))
+                        .await?;
+                }
+                Ok((leases, fences))
+            }
+            .await;
+            client.answered();
+            done
+        };
+        let (leases, fences) = deadline
+            .bound(setup)
+            .await
+            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
+        let statements = Statements::new(&leases, &fences);
+        let waiters = Arc::new(Waiters::default());
+        let listener = Listener {
+            config: listen,
+            channel: config.channel.clone(),
+            timeout: config.timeout,
+            waiters: Arc::clone(&waiters),
+        };
+        // Listen before returning, so the very first waiter can be woken.
+        let session = listener.listen().await.map_err(|e| {
+            Error::store(
+                "listen for releases on",
+                shown.clone(),
+                format!("could not LISTEN: {e}"),
+            )
+        })?;
+        let mut tasks = Background::new();
+        tasks.spawn(listener.run(session));
+        tasks.spawn(sweep::sweep(
+            pool.clone(),
+            statements.sweep.clone(),
+            config.sweep_every,
+            config.timeout,
+        ));
+        Ok(PostgresStore {
+            shared: Arc::new(Shared {
+                pool,
+                statements,
+                waiters,
+                config,
+                shown,
+                _tasks: tasks,
+            }),
+        })
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.shared.config
+    }
+}
+
+/// The `tokio_postgres::Config` of `url`, or an error that never shows the
+/// password.
+fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
+    url.parse::<tokio_postgres::Config>().map_err(|e| {
+        Error::store(
+            "connect",
+            "(the PostgreSQL URL)",
+            format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database"),
+        )
+    })
+}
+
+/// `user@host:port/database` of `config`, never its password.
+fn shown(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|host| match host {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_default();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}@{host}:{port}/{}",
+        config.get_user().unwrap_or(""),
+        config.get_dbname().unwrap_or("")
+    )
+}
