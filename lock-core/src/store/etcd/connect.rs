@@ -1,0 +1,106 @@
+//! Connecting an [`EtcdStore`]: reaching the cluster (authenticated when
+//! the configuration names a user), reading the shortest lease it grants,
+//! and starting the watch stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+use super::watch::Watches;
+use super::{EtcdConfig, EtcdStore, Shared};
+use crate::store::kit::{Background, Deadline, Waiters};
+use crate::{Error, Result};
+
+impl EtcdStore {
+    /// Connects to an etcd cluster through `endpoints`
+    /// (`http://host:2379`), with the default [`EtcdConfig`]. Give every
+    /// member: requests go to any that answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when no endpoint is given or none answers within
+    /// the timeout.
+    pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<EtcdStore> {
+        Self::connect_with(endpoints, EtcdConfig::default()).await
+    }
+
+    /// Connects with `config`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](EtcdStore::connect).
+    pub async fn connect_with<E: AsRef<str>>(
+        endpoints: &[E],
+        config: EtcdConfig,
+    ) -> Result<EtcdStore> {
+        let endpoints: Vec<String> = endpoints
+            .iter()
+            .map(|endpoint| endpoint.as_ref().to_owned())
+            .collect();
+        let shown = endpoints.join(",");
+        if endpoints.is_empty() {
+            return Err(Error::store(
+                "connect",
+                "(no etcd endpoints)",
+                "no endpoints were given; pass the members' client URLs, like \"http://127.0.0.1:2379\"",
+            ));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(config.timeout)
+            .with_timeout(config.timeout)
+            .with_keep_alive(Duration::from_secs(5), config.timeout);
+        if let Some((user, password)) = &config.user {
+            // etcd forgets a token once it goes unused for its
+            // `--auth-token-ttl` (or, for JWT tokens, once it expires): a
+            // call refused for its token authenticates again and is sent
+            // once more, all within the call's deadline.
+            options = options
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
+        let deadline = Deadline::after(config.timeout, "EtcdConfig::timeout");
+        let connecting = async {
+            let mut client = Client::connect(&endpoints, Some(options)).await?;
+            // The cluster's shortest lease: grant one second, see what it
+            // gives, and hand it back.
+            let probe = client.lease_grant(1, None).await?;
+            let min_ttl = Duration::from_secs(probe.ttl().max(1).unsigned_abs());
+            client.lease_revoke(probe.id()).await?;
+            Ok::<_, etcd_client::Error>((client, min_ttl))
+        };
+        let (client, min_ttl) = deadline
+            .bound(connecting)
+            .await
+            .map_err(|e| Error::store("connect", shown.clone(), e))?;
+        let waiters = Arc::new(Waiters::default());
+        let mut tasks = Background::new();
+        let watches = Watches::start(
+            client.clone(),
+            Arc::clone(&waiters),
+            config.timeout,
+            &mut tasks,
+        );
+        Ok(EtcdStore {
+            shared: Arc::new(Shared {
+                client,
+                watches,
+                waiters,
+                config,
+                min_ttl,
+                endpoints,
+                _tasks: tasks,
+            }),
+        })
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.shared.config
+    }
+
+    /// The shortest TTL the cluster grants (read when the store connected).
+    pub fn min_ttl(&self) -> Duration {
+        self.shared.min_ttl
+    }
+}
