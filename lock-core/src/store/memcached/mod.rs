@@ -1,12 +1,16 @@
 //! Leases in memcached, over its meta protocol (memcached 1.6.13 and later).
 //!
 //! One job per file: [`config`] (the settings), [`client`] (a minimal
-//! meta-protocol client: why not a crate is said there), [`keys`] (key
+//! meta-protocol client: its connections, each served by a task; why not a
+//! crate is said there), [`protocol`] (the meta protocol's commands and
+//! replies on the wire), [`failure`] (why a request failed), [`keys`] (key
 //! encoding and whole-second TTLs); this file is the store.
 
 mod client;
 mod config;
+mod failure;
 mod keys;
+mod protocol;
 pub(crate) mod url;
 
 use std::fmt;
@@ -14,9 +18,11 @@ use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use self::client::{Answer, Code, Command, Connection, Reply, Session};
+use self::client::{Answer, Connection, Session};
 pub use self::config::MemcachedConfig;
+use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
+use self::protocol::{Code, Command, Reply};
 use crate::store::kit::{CallError, Deadline, Waiters, redacted};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
@@ -250,7 +256,7 @@ impl MemcachedStore {
                 .await
             {
                 Ok(answer) => return Ok(first(answer.replies)),
-                Err(CallError::Store(client::Failure::Reopened)) => continue,
+                Err(CallError::Store(Failure::Reopened)) => continue,
                 Err(e) => return Err(Error::store(operation, key, e)),
             }
         }
