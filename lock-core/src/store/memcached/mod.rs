@@ -23,7 +23,7 @@ pub use self::config::MemcachedConfig;
 use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
 use self::protocol::{Code, Command, Reply};
-use crate::store::kit::{CallError, Deadline, Waiters, redacted};
+use crate::store::kit::{CallError, Deadline, Waiters, redacted, scheme};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
@@ -283,10 +283,12 @@ fn address(url: &str) -> Result<String> {
             format!("{why}; use a URL like memcache://127.0.0.1:11211"),
         )
     };
-    let rest = url
-        .strip_prefix("memcache://")
-        .or_else(|| url.strip_prefix("memcached://"))
-        .ok_or_else(|| refuse("the URL must start with memcache://"))?;
+    // The scheme case-blind, as `lock_core::connect` reads it to pick
+    // this store.
+    let rest = match scheme(url) {
+        Some((scheme, rest)) if matches!(&*scheme, "memcache" | "memcached") => rest,
+        _ => return Err(refuse("the URL must start with memcache://")),
+    };
     if rest.contains('@') {
         return Err(refuse(
             "memcached's meta protocol has no authentication (SASL needs the binary protocol); keep memcached on a private network and leave credentials out of the URL",
@@ -497,6 +499,11 @@ mod tests {
             "cache.internal:11311"
         );
         assert_eq!(address("memcache://[::1]").expect("ipv6"), "[::1]:11211");
+        assert_eq!(
+            address("MEMCACHE://cache:11311").expect("a scheme in capitals"),
+            "cache:11311",
+            "`connect` hands such a URL to this store: it must not refuse it"
+        );
         for bad in [
             "redis://127.0.0.1",
             "memcache://",
