@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use super::sql::quoted;
 use crate::store::kit::{Backoff, Deadline, Waiters};
 
 /// How often the connection checks that the server still answers.
@@ -55,6 +56,8 @@ impl Listener {
             .bound(self.config.connect(NoTls))
             .await
             .map_err(|e| e.to_string())?;
+        // Quoted, quotes doubled: `pg_notify` takes the channel as text,
+        // so it may hold anything.
         let statement = format!("LISTEN {}", quoted(&self.channel));
         // The connection must be polled for the LISTEN to complete; drive
         // both until the statement's answer arrives.
@@ -174,12 +177,6 @@ pub(super) fn check_channel(channel: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// `channel` as a quoted identifier for `LISTEN` (`pg_notify` takes it as
-/// text, so it may hold anything; quotes are doubled).
-fn quoted(channel: &str) -> String {
-    format!("\"{}\"", channel.replace('"', "\"\""))
 }
 
 #[cfg(test)]
