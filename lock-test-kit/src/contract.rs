@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lock_core::store::{AcquireRequest, Attempt};
 use lock_core::{Error, LockManager};
 
 pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
@@ -613,6 +614,59 @@ pub async fn a_cancelled_run_leaves_the_lock_free(locks: LockManager) {
     );
 }
 
+/// A store is a public type: a caller can reach it without a
+/// [`LockManager`] in front, and must get the same clear errors, never a
+/// panic (an expiry computed from `Duration::MAX` overflows) and never a
+/// lease the store cannot keep.
+pub async fn a_store_called_directly_refuses_bad_input(locks: LockManager) {
+    let store = locks.store();
+    let key = locks.lock("direct", LONG).key().to_owned();
+    let token = "direct-caller-token";
+    for ttl in [
+        Duration::ZERO,
+        store.max_ttl() + Duration::from_secs(1),
+        Duration::MAX,
+    ] {
+        let acquired = store.acquire(AcquireRequest::new(&key, token, ttl)).await;
+        assert!(
+            matches!(acquired, Err(Error::InvalidTtl { .. })),
+            "acquire for {ttl:?}: {acquired:?}"
+        );
+    }
+    let empty = store.acquire(AcquireRequest::new("", token, LONG)).await;
+    assert!(
+        matches!(empty, Err(Error::InvalidName { .. })),
+        "acquire of an empty key: {empty:?}"
+    );
+    let held = store.acquire(AcquireRequest::new(&key, token, LONG)).await;
+    assert!(
+        matches!(held, Ok(Attempt::Acquired { .. })),
+        "a good request still works: {held:?}"
+    );
+    for ttl in [Duration::ZERO, Duration::MAX] {
+        let extended = store.extend(&key, token, ttl).await;
+        assert!(
+            matches!(extended, Err(Error::InvalidTtl { .. })),
+            "extend to {ttl:?}: {extended:?}"
+        );
+    }
+    let holder = store
+        .holder(&key)
+        .await
+        .expect("holder")
+        .expect("still held");
+    // Within its TTL, give or take a store's rounding (memcached keeps
+    // whole seconds, plus one).
+    assert!(
+        holder.remaining_ttl() <= LONG + Duration::from_secs(2),
+        "a refused extend left the lease as it was: {holder:?}"
+    );
+    assert!(
+        store.release(&key, token).await.expect("release"),
+        "released"
+    );
+}
+
 /// Bad input is an error that says what to do, never a panic.
 pub async fn bad_input_is_an_error_not_a_panic(locks: LockManager) {
     let empty = locks.lock("", LONG).acquire().await;
@@ -918,6 +972,7 @@ macro_rules! store_contract {
             dropping_an_unreleased_guard_releases_it,
             a_cancelled_run_leaves_the_lock_free,
             bad_input_is_an_error_not_a_panic,
+            a_store_called_directly_refuses_bad_input,
             concurrent_increments_under_the_lock_lose_nothing,
             a_semaphore_admits_exactly_its_permits,
             lock_futures_cut_off_at_random_points_leave_no_lease_behind,

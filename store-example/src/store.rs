@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::store::kit::{
-    Background, CallError, Deadline, MAX_TTL, Waiters, check_key, redacted, store_ttl, validate_ttl,
+    Background, CallError, Deadline, MAX_TTL, Waiters, check_key, check_lease, redacted, store_ttl,
 };
 use lock_core::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use lock_core::{Error, Holder, Result};
@@ -210,8 +210,7 @@ impl LockStore for MapStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
             let key = request.key;
-            check_key(key)?;
-            validate_ttl(key, request.ttl, self)?;
+            check_lease(key, request.ttl, self)?;
             // Before the request is sent: a release the server makes
             // between its answer and the caller's sleep must still wake it.
             let interest = request.wake.then(|| self.shared.waiters.register(key));
@@ -249,8 +248,7 @@ impl LockStore for MapStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            check_key(key)?;
-            validate_ttl(key, ttl, self)?;
+            check_lease(key, ttl, self)?;
             let extend = Request::Extend {
                 key: key.to_owned(),
                 token: token.to_owned(),

@@ -162,7 +162,7 @@ const EXTEND_TRIES: usize = 3;
 impl LockStore for EtcdStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
-            kit::check_key(request.key)?;
+            kit::check_lease(request.key, request.ttl, self)?;
             // Before the attempt, so the watch this waiter asks for below is
             // kept while it waits.
             let interest = request
@@ -268,6 +268,7 @@ impl LockStore for EtcdStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            kit::check_lease(key, ttl, self)?;
             let seconds = self.seconds(ttl);
             let mut client = self.shared.client.clone();
             let extending = async {

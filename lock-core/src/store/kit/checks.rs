@@ -38,6 +38,28 @@ pub fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks a lease's key and TTL, as a store's `acquire` and `extend` do
+/// at their door: [`check_key`], then [`validate_ttl`]. The runtime has
+/// made both checks already; a direct caller of the store has not, and
+/// must get the same errors, never a panic in the store's expiry
+/// arithmetic or a lease it cannot keep.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::MemoryStore;
+/// use lock_core::store::kit::check_lease;
+///
+/// let store = MemoryStore::new();
+/// assert!(check_lease("lock:a", Duration::from_secs(30), &store).is_ok());
+/// assert!(check_lease("lock:a", Duration::MAX, &store).is_err());
+/// assert!(check_lease("", Duration::from_secs(30), &store).is_err());
+/// ```
+#[inline]
+pub fn check_lease(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()> {
+    check_key(key)?;
+    validate_ttl(key, ttl, store)
+}
+
 /// Checks a TTL against zero and `store`'s range ([`LockStore::min_ttl`],
 /// [`LockStore::max_ttl`]), as the store will keep it: rounded up to its
 /// resolution ([`store_ttl`]), so 1.5 s on a store that keeps whole seconds

@@ -15,9 +15,9 @@
 //! - [`Backoff`]: the growing pause between reconnect attempts, grown
 //!   whether the last connection failed or came up and dropped at once.
 //! - [`Background`]: a store's listener and watch tasks, aborted with it.
-//! - [`check_key`], [`validate_ttl`], [`store_ttl`], [`MAX_TTL`]: the
-//!   checks on a request's key and TTL, with the runtime's messages and
-//!   rounding.
+//! - [`check_lease`] ([`check_key`] and [`validate_ttl`]), [`store_ttl`],
+//!   [`MAX_TTL`]: the checks on a request's key and TTL, with the
+//!   runtime's messages and rounding.
 //! - [`scheme`], [`percent_decode`], [`invalid_url`], [`redacted`],
 //!   [`secrets`], [`scrub`]: reading a store URL, and keeping its password
 //!   out of every error and log line.
@@ -78,7 +78,7 @@ mod url;
 mod waiters;
 
 pub use self::backoff::Backoff;
-pub use self::checks::{MAX_TTL, check_key, store_ttl, validate_ttl};
+pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl};
 pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::tasks::Background;
 pub use self::url::{invalid_url, percent_decode, redacted, scheme, scrub, secrets};

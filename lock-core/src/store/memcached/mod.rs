@@ -23,7 +23,7 @@ pub use self::config::MemcachedConfig;
 use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
 use self::protocol::{Code, Command, Reply};
-use crate::store::kit::{CallError, Deadline, Waiters, redacted, scheme};
+use crate::store::kit::{self, CallError, Deadline, Waiters, redacted, scheme};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
@@ -341,6 +341,7 @@ fn set_command(lease: &str, token: &str, ttl: Duration, flags: &str) -> Command 
 impl LockStore for MemcachedStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
+            kit::check_lease(request.key, request.ttl, self)?;
             let lease = lease_key(request.key)?;
             // Before the attempt: a release in this process that lands
             // between the attempt and the sleep must still wake us.
@@ -403,6 +404,7 @@ impl LockStore for MemcachedStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            kit::check_lease(key, ttl, self)?;
             let lease = lease_key(key)?;
             let reply = self
                 .write_if_ours("extend", key, &lease, token, |cas| {

@@ -47,6 +47,7 @@ use tokio::time::Instant;
 
 use self::table::{Lease, MAX_TTL, Slot, Table, expiry, next_fence};
 use self::token::StoredToken;
+use super::kit::check_lease;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Holder, Result};
 
@@ -238,10 +239,20 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// An acquire, its key and TTL checked first: the runtime has checked
+    /// them, a direct caller may not have.
+    #[inline]
+    fn acquire_checked(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+        check_lease(request.key, request.ttl, self)?;
+        Ok(self.try_acquire(request))
+    }
+}
+
 impl LockStore for MemoryStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
-        let attempt = self.try_acquire(request);
-        Box::pin(std::future::ready(Ok(attempt)))
+        let attempt = self.acquire_checked(request);
+        Box::pin(std::future::ready(attempt))
     }
 
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
@@ -255,8 +266,8 @@ impl LockStore for MemoryStore {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
-        let extended = self.extend_sync(key, token, ttl);
-        Box::pin(std::future::ready(Ok(extended)))
+        let extended = check_lease(key, ttl, self).map(|()| self.extend_sync(key, token, ttl));
+        Box::pin(std::future::ready(extended))
     }
 
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
@@ -297,7 +308,7 @@ impl LockStore for MemoryStore {
     }
 
     fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {
-        Some(Ok(self.try_acquire(request)))
+        Some(self.acquire_checked(request))
     }
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {

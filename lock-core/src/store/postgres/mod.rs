@@ -240,7 +240,7 @@ fn micros(ttl: Duration) -> i64 {
 impl LockStore for PostgresStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
-            kit::check_key(request.key)?;
+            kit::check_lease(request.key, request.ttl, self)?;
             // Before the statement: a release that lands between it and the
             // sleep must still wake us.
             let interest = request
@@ -295,6 +295,7 @@ impl LockStore for PostgresStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            kit::check_lease(key, ttl, self)?;
             let stored = names::stored(key);
             let rows = self
                 .query(

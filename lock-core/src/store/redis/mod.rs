@@ -42,7 +42,7 @@ use ::redis::cluster::ClusterClient;
 
 pub use self::config::RedisConfig;
 use self::shared::{Connection, Shared};
-use crate::store::kit::MAX_TTL;
+use crate::store::kit::{self, MAX_TTL};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Holder, Result};
 
@@ -385,7 +385,10 @@ impl RedisStore {
 
 impl LockStore for RedisStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
-        Box::pin(self.shared.acquire(request))
+        Box::pin(async move {
+            kit::check_lease(request.key, request.ttl, self)?;
+            self.shared.acquire(request).await
+        })
     }
 
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
@@ -398,7 +401,10 @@ impl LockStore for RedisStore {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.shared.extend(key, token, ttl))
+        Box::pin(async move {
+            kit::check_lease(key, ttl, self)?;
+            self.shared.extend(key, token, ttl).await
+        })
     }
 
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
