@@ -104,6 +104,7 @@ mod connect;
 mod error;
 mod guard;
 mod holder;
+mod key;
 mod lease;
 mod lock;
 mod manager;

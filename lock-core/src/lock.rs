@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::guard::{GiveBack, give_back};
+use crate::key::{is_permit_key, joined, permit_key};
 use crate::lease::{LockId, held_by_this_task, local_deadline};
 #[cfg(feature = "metrics")]
 pub(crate) use crate::metrics::Labels;
@@ -283,7 +284,7 @@ impl Lock {
         let slots: Vec<Arc<str>>;
         let slots: &[Arc<str>] = if self.options.permits > 1 {
             slots = (0..self.options.permits)
-                .map(|slot| self.permit_key(slot))
+                .map(|slot| permit_key(&self.key, slot))
                 .collect();
             &slots
         } else {
@@ -448,16 +449,6 @@ impl Lock {
         ))
     }
 
-    /// The store key of permit `slot`: the lock's own key for the first,
-    /// the key followed by `#permit-<slot>` for the others.
-    fn permit_key(&self, slot: u32) -> Arc<str> {
-        if slot == 0 {
-            Arc::clone(&self.key)
-        } else {
-            Arc::from(format!("{}#permit-{slot}", self.key))
-        }
-    }
-
     /// Runs `work` while holding the lock, then releases it.
     ///
     /// - `Ok(Some(value))`: the lock was ours and the work returned `Ok(value)`.
@@ -596,7 +587,7 @@ impl Lock {
         let store = self.manager.store();
         let mut released = false;
         for slot in 0..self.options.permits.max(1) {
-            released |= store.force_release(&self.permit_key(slot)).await?;
+            released |= store.force_release(&permit_key(&self.key, slot)).await?;
         }
         Ok(released)
     }
@@ -613,7 +604,7 @@ impl Lock {
         let store = self.manager.store();
         let mut holders = Vec::new();
         for slot in 0..self.options.permits.max(1) {
-            holders.extend(store.holder(&self.permit_key(slot)).await?);
+            holders.extend(store.holder(&permit_key(&self.key, slot)).await?);
         }
         Ok(holders)
     }
@@ -729,14 +720,6 @@ impl Lock {
     }
 }
 
-/// Whether `key` has the form of a semaphore's permit key,
-/// `<key>#permit-<n>` (see [`Lock::permit_key`]).
-#[inline]
-fn is_permit_key(key: &str) -> bool {
-    let digits = key.bytes().rev().take_while(u8::is_ascii_digit).count();
-    digits > 0 && key[..key.len() - digits].ends_with("#permit-")
-}
-
 /// Why a lock may not take a name of the form of a permit key: it would be
 /// the same lease as a permit of the semaphore named before the suffix, so
 /// each would hold the other off, and that semaphore's `force_release`
@@ -806,56 +789,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// How many of its most recently joined keys each thread keeps for reuse.
-const RECENT_KEYS: usize = 4;
-
-/// `prefix` followed by `name`, in one shared allocation.
-///
-/// This runs for every `#[locked]` call, and most locked functions have a
-/// fixed name, so each call would allocate the same key and free it again.
-/// Each thread keeps the last few keys it joined, each with the prefix it
-/// was joined from, and hands out another reference to an equal one
-/// instead: a comparison of the name instead of an allocation and a free.
-/// The prefix is recognised by its allocation, which the kept reference
-/// holds, so it cannot be freed and reused for another prefix meanwhile. A
-/// key that is not among them costs what it did without the reuse (the
-/// evicted one is freed when nothing else holds it).
-fn joined(prefix: &Arc<str>, name: &str) -> Arc<str> {
-    use std::cell::RefCell;
-    type Recent = ([Option<(Arc<str>, Arc<str>)>; RECENT_KEYS], usize);
-    thread_local! {
-        static RECENT: RefCell<Recent> = const { RefCell::new(([const { None }; RECENT_KEYS], 0)) };
-    }
-    let fresh = || {
-        crate::token::with_scratch(|scratch| {
-            scratch.push_str(prefix);
-            scratch.push_str(name);
-            Arc::<str>::from(scratch.as_str())
-        })
-    };
-    // Without reuse when the keys are already gone (a thread-local
-    // destructor building a lock at thread exit).
-    let reused = RECENT.try_with(|recent| {
-        // Only busy if `fresh` re-entered this function; never the case.
-        let Ok(mut recent) = recent.try_borrow_mut() else {
-            return fresh();
-        };
-        let (keys, next) = &mut *recent;
-        let found = keys
-            .iter()
-            .flatten()
-            .find(|(from, key)| Arc::ptr_eq(from, prefix) && key.get(prefix.len()..) == Some(name));
-        if let Some((_, key)) = found {
-            return Arc::clone(key);
-        }
-        let key = fresh();
-        keys[*next] = Some((Arc::clone(prefix), Arc::clone(&key)));
-        *next = (*next + 1) % RECENT_KEYS;
-        key
-    });
-    reused.unwrap_or_else(|_| fresh())
-}
-
 /// Resolves when any of `wakeups` does, with what woke it.
 async fn any_of(wakeups: &mut [Wakeup]) -> Woken {
     std::future::poll_fn(|cx| {
@@ -902,54 +835,5 @@ mod tests {
             Duration::MAX,
             "saturates, never panics"
         );
-    }
-
-    #[test]
-    fn a_joined_key_is_reused_only_for_the_same_prefix_and_name() {
-        let prefix: Arc<str> = Arc::from("app:");
-        let first = joined(&prefix, "reports");
-        assert_eq!(&*first, "app:reports");
-        assert!(
-            Arc::ptr_eq(&first, &joined(&prefix, "reports")),
-            "the same prefix and name share one key"
-        );
-        // Equal text, another prefix: a key of its own, still right.
-        let other: Arc<str> = Arc::from("app:");
-        let elsewhere = joined(&other, "reports");
-        assert_eq!(&*elsewhere, "app:reports");
-        assert!(!Arc::ptr_eq(&first, &elsewhere));
-        // Names that begin one another stay apart, and more names than a
-        // thread keeps all come out right.
-        let names = ["r", "re", "reports:1", "reports", "x", "", "reports"];
-        for _ in 0..3 {
-            for name in names {
-                assert_eq!(&*joined(&prefix, name), format!("app:{name}"));
-            }
-        }
-    }
-
-    #[test]
-    fn a_key_is_joined_from_a_thread_local_destructor() {
-        // Built first, so destroyed after the kept keys and the scratch
-        // string: the lock is built when both are already gone.
-        struct AtExit(std::sync::mpsc::Sender<String>);
-        impl Drop for AtExit {
-            fn drop(&mut self) {
-                let prefix: Arc<str> = Arc::from("exit:");
-                let _ = self.0.send(joined(&prefix, "late").to_string());
-            }
-        }
-        thread_local! {
-            static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
-        }
-        let (send, keys) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            AT_EXIT.with(|slot| *slot.borrow_mut() = Some(AtExit(send)));
-            let prefix: Arc<str> = Arc::from("exit:");
-            assert_eq!(&*joined(&prefix, "early"), "exit:early");
-        })
-        .join()
-        .expect("the thread and its destructors end without a panic");
-        assert_eq!(keys.recv().as_deref(), Ok("exit:late"));
     }
 }
