@@ -102,6 +102,7 @@
 pub mod __private;
 mod connect;
 mod error;
+mod giveback;
 mod guard;
 mod holder;
 mod key;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::guard::{GiveBack, give_back};
+use crate::giveback::{GiveBack, give_back};
 use crate::key::{is_permit_key, joined, permit_key};
 use crate::lease::{LockId, held_by_this_task, local_deadline};
 #[cfg(feature = "metrics")]
