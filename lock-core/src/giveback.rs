@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lock::Labels;
+use crate::metrics::{self, Labels};
 use crate::store::store_ttl;
 use crate::{LockStore, Result};
 
@@ -55,14 +55,7 @@ pub(crate) fn released_now(
 #[derive(Clone, Copy)]
 pub(crate) enum GiveBack {
     /// A guard dropped unreleased, after holding the lease this long.
-    DroppedGuard {
-        held_ms: u64,
-        #[cfg_attr(
-            not(feature = "metrics"),
-            expect(dead_code, reason = "only metrics read the labels")
-        )]
-        labels: Labels,
-    },
+    DroppedGuard { held_ms: u64, labels: Labels },
     /// An acquire dropped (or failed) after its request may have reached the
     /// store: the lease may be ours without anybody knowing.
     AbandonedAcquire,
@@ -74,9 +67,8 @@ pub(crate) enum GiveBack {
 
 impl GiveBack {
     fn released(self, key: &str, released: Result<bool>) {
-        #[cfg(feature = "metrics")]
         if let GiveBack::DroppedGuard { labels, .. } = self {
-            crate::metrics::released(labels, &released);
+            metrics::released(labels, &released);
         }
         match (self, released) {
             (GiveBack::DroppedGuard { held_ms, .. }, Ok(true)) => {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::giveback::{GiveBack, give_back, released_now, return_lease};
 use crate::lease::{Lease, LockId, local_deadline};
-use crate::lock::Labels;
+use crate::metrics::{self, Labels};
 use crate::store::{store_ttl, validate_ttl};
 use crate::{LockStore, Result, token};
 
@@ -83,8 +83,7 @@ impl LockGuard {
         hold_until: Option<Instant>,
         labels: Labels,
     ) -> LockGuard {
-        #[cfg(feature = "metrics")]
-        crate::metrics::taken(labels);
+        metrics::taken(labels);
         LockGuard {
             store,
             key,
@@ -144,8 +143,7 @@ impl LockGuard {
     /// does not strand the lease until its TTL.
     pub async fn release(mut self) -> Result<bool> {
         let released = self.give_back().await;
-        #[cfg(feature = "metrics")]
-        crate::metrics::released(self.labels, &released);
+        metrics::released(self.labels, &released);
         let released = released?;
         self.log_release(released);
         Ok(released)
@@ -262,7 +260,6 @@ impl LockGuard {
     }
 
     /// The lock's metrics labels.
-    #[cfg(feature = "metrics")]
     pub(crate) fn labels(&self) -> Labels {
         self.labels
     }
@@ -287,8 +284,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         // Released, kept or dropped: this process holds the lease no more.
-        #[cfg(feature = "metrics")]
-        crate::metrics::let_go(self.labels, self.held_for());
+        metrics::let_go(self.labels, self.started);
         if !self.armed {
             return;
         }

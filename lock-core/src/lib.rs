@@ -111,6 +111,8 @@ mod lock;
 mod manager;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+mod metrics;
 mod options;
 pub mod registry;
 pub mod store;

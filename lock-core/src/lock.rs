@@ -9,8 +9,7 @@ use tokio::time::Instant;
 use crate::giveback::{GiveBack, give_back};
 use crate::key::{is_permit_key, joined, permit_key};
 use crate::lease::{LockId, held_by_this_task, local_deadline};
-#[cfg(feature = "metrics")]
-pub(crate) use crate::metrics::Labels;
+use crate::metrics::{self, Labels};
 use crate::store::{AcquireRequest, Attempt, Wakeup, Woken, store_ttl, validate_ttl};
 use crate::{
     Error, Holder, LockGuard, LockManager, LockOptions, LockStore, OnContended, OnLost, Result,
@@ -246,31 +245,17 @@ impl Lock {
 
     /// [`acquire_attempts`](Lock::acquire_attempts), its outcome counted
     /// and timed.
-    #[cfg(feature = "metrics")]
     pub(crate) async fn acquire_outcome(&self) -> Result<Outcome> {
         let started = Instant::now();
-        let labels = self.labels();
+        let labels = Labels::of_store(self.options.label, &**self.manager.store());
         let outcome = self.acquire_attempts(labels, started).await;
         let acquired = match &outcome {
             Ok(Outcome::Acquired(_)) => Some(true),
             Ok(Outcome::Contended(_)) => Some(false),
             Err(_) => None,
         };
-        crate::metrics::acquisition(labels, acquired, started.elapsed());
+        metrics::acquisition(labels, acquired, started);
         outcome
-    }
-
-    /// Takes the lock, waiting as long as `wait` says.
-    #[cfg(not(feature = "metrics"))]
-    #[inline]
-    pub(crate) fn acquire_outcome(&self) -> impl Future<Output = Result<Outcome>> + '_ {
-        self.acquire_attempts(Labels, Instant::now())
-    }
-
-    /// The labels of this lock's metrics.
-    #[cfg(feature = "metrics")]
-    pub(crate) fn labels(&self) -> Labels {
-        Labels::of(self.options.label, self.manager.store().name())
     }
 
     /// Takes the lock, the first attempt sent at `started` (just read from
@@ -733,11 +718,6 @@ fn permit_name(name: &str) -> Error {
                  (`Lock::permits`); rename the lock, for example with `_` for `-`",
     }
 }
-
-/// Without the `metrics` feature, nothing to label.
-#[cfg(not(feature = "metrics"))]
-#[derive(Clone, Copy)]
-pub(crate) struct Labels;
 
 /// Gives back, when dropped armed, the lease an acquire in flight may have
 /// taken: between sending an acquire and reading its reply, only this future

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::metrics;
 use crate::registry::{self, DeclaredLock};
 use crate::{Error, Lock, LockManager, LockOptions, Result};
 
@@ -26,16 +27,16 @@ pub const LOCK_MACROS_0_1: () = ();
 
 /// The metric updates one uncontended acquire+release makes, with no I/O:
 /// for the benchmark's "cost of metrics per pair" figure. `since` stands
-/// for the reading the acquire makes anyway.
-#[cfg(feature = "metrics")]
+/// for the reading the acquire makes anyway. Nothing without the `metrics`
+/// feature.
 pub fn metrics_of_one_pair(label: &'static str, store: &'static str, since: std::time::Instant) {
     // What a pair adds: the labels, the updates, and two clock readings (the
     // wait's end and the hold's end).
     let since = tokio::time::Instant::from_std(since);
-    let labels = crate::metrics::Labels::of(Some(label), store);
-    crate::metrics::taken(labels);
-    crate::metrics::acquisition(labels, Some(true), since.elapsed());
-    crate::metrics::let_go(labels, since.elapsed());
+    let labels = metrics::Labels::of(Some(label), store);
+    metrics::taken(labels);
+    metrics::acquisition(labels, Some(true), since);
+    metrics::let_go(labels, since);
 }
 
 /// The declared-lock record of one `#[locked]` function; `const` so it can

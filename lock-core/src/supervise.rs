@@ -18,6 +18,7 @@ use std::future::Future;
 use tokio::time::Instant;
 
 use crate::lease::Lease;
+use crate::metrics;
 use crate::store::store_ttl;
 use crate::{Error, Lock, LockGuard, OnLost, Result};
 
@@ -62,8 +63,7 @@ where
         }
     };
     let Some(outcome) = outcome else {
-        #[cfg(feature = "metrics")]
-        crate::metrics::lost(guard.labels());
+        metrics::lost(guard.labels());
         let held = guard.held_for();
         tracing::error!(key = %key, held_ms = held.as_millis() as u64, "lock lease lost: cancelled the work");
         // The local deadline passes a clock margin before the store's, so the
@@ -139,10 +139,7 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
             extended = guard.extend(store_ttl(extension, &**store)) => extended,
         };
         match extended {
-            Ok(true) => {
-                #[cfg(feature = "metrics")]
-                crate::metrics::renewed(guard.labels());
-            }
+            Ok(true) => metrics::renewed(guard.labels()),
             Ok(false) => {
                 lease.mark_lost();
                 return;
@@ -158,8 +155,7 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
 /// The ERROR (and the metric) a lost lease under [`OnLost::Continue`] is
 /// reported with.
 fn log_lost_and_continued(key: &str, guard: &LockGuard) {
-    #[cfg(feature = "metrics")]
-    crate::metrics::lost(guard.labels());
+    metrics::lost(guard.labels());
     tracing::error!(
         key = %key,
         held_ms = guard.held_for().as_millis() as u64,

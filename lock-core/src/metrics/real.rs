@@ -1,36 +1,14 @@
-//! Metrics through the [`metrics`](https://docs.rs/metrics) facade, with the
-//! `metrics` feature.
-//!
-//! lock-core records; the application decides where to: install a recorder
-//! (a Prometheus exporter, say) at startup, and optionally call
-//! [`describe`] after it to give each metric its unit and description.
-//! Without a recorder every update is a thread-local read, an atomic load
-//! and a call into the facade's no-op recorder.
-//!
-//! | metric | kind | labels | what |
-//! |---|---|---|---|
-//! | `lock_acquisitions_total` | counter | `lock`, `store`, `outcome` | acquisitions by outcome: `acquired`, `contended` (held by somebody else for the whole wait), `error` |
-//! | `lock_acquire_wait_seconds` | histogram | `lock`, `store`, `outcome` | from the call to its outcome, waiting included |
-//! | `lock_hold_seconds` | histogram | `lock`, `store` | from acquisition until the guard is released, kept or dropped |
-//! | `lock_held` | gauge | `lock`, `store` | leases this process holds right now |
-//! | `lock_renewals_total` | counter | `lock`, `store` | successful renewals of running work's lease |
-//! | `lock_lost_total` | counter | `lock`, `store` | leases lost while their work ran |
-//! | `lock_overruns_total` | counter | `lock`, `store` | releases that found the lease already gone (the work outlived its TTL) |
-//! | `lock_release_failures_total` | counter | `lock`, `store` | releases the store failed (tried again in the background until the store answers or the TTL passes) |
-//!
-//! `lock` is the lock's declared name *template* (`reports:{tenant}`, never
-//! the rendered `reports:acme`, so the number of series stays bounded) for
-//! `#[locked]` functions, the label given with
-//! [`Lock::label`](crate::Lock::label) for runtime locks, and `unlabelled`
-//! otherwise. `store` is [`LockStore::name`](crate::LockStore::name).
+//! The metrics, recorded through the `metrics` facade: what
+//! [`lock_core::metrics`](super) documents, with the `metrics` feature.
 
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use metrics::{Key, Label, Level, Metadata, Unit};
+use tokio::time::Instant;
 
-use crate::Result;
+use crate::{LockStore, Result};
 
 /// The `lock` label of a runtime lock given no [`Lock::label`](crate::Lock::label).
 pub const UNLABELLED: &str = "unlabelled";
@@ -145,6 +123,12 @@ impl Labels {
         })
     }
 
+    /// The labels of a lock labelled `lock` on `store`.
+    #[inline]
+    pub(crate) fn of_store(lock: Option<&'static str>, store: &dyn LockStore) -> Labels {
+        Labels::of(lock, store.name())
+    }
+
     fn make(lock: &'static str, store: &'static str) -> Labels {
         let leak =
             |labels: Vec<Label>| -> &'static [Label] { Box::leak(labels.into_boxed_slice()) };
@@ -187,16 +171,16 @@ fn seconds(key: &Key, duration: Duration) {
     });
 }
 
-/// An acquisition came to `acquired` (`Some(true)`: acquired,
-/// `Some(false)`: contended, `None`: an error) after `waited`.
-pub(crate) fn acquisition(labels: Labels, acquired: Option<bool>, waited: Duration) {
+/// An acquisition begun at `started` came to `acquired` (`Some(true)`:
+/// acquired, `Some(false)`: contended, `None`: an error) now.
+pub(crate) fn acquisition(labels: Labels, acquired: Option<bool>, started: Instant) {
     let outcome = match acquired {
         Some(true) => 0,
         Some(false) => 1,
         None => 2,
     };
     count(&labels.0.acquisitions[outcome]);
-    seconds(&labels.0.waits[outcome], waited);
+    seconds(&labels.0.waits[outcome], started.elapsed());
 }
 
 /// A lease was taken: one more held.
@@ -208,14 +192,15 @@ pub(crate) fn taken(labels: Labels) {
     });
 }
 
-/// A guard let its lease go (released, kept or dropped) after `held`.
-pub(crate) fn let_go(labels: Labels, held: Duration) {
+/// A guard let its lease go (released, kept or dropped), held since
+/// `started`.
+pub(crate) fn let_go(labels: Labels, started: Instant) {
     metrics::with_recorder(|recorder| {
         recorder
             .register_gauge(&labels.0.held, &METADATA)
             .decrement(1.0);
     });
-    seconds(&labels.0.hold, held);
+    seconds(&labels.0.hold, started.elapsed());
 }
 
 /// A give-back came to `released`: `Ok(false)` is an overrun, an error a
