@@ -121,7 +121,10 @@ impl LockGuard {
     fn hold_remaining(&self, store: &dyn LockStore) -> Option<Duration> {
         let until = self.hold_until?;
         let left = until.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then(|| store_ttl(left, store))
+        // Never below the store's shortest lease (etcd's follows from its
+        // election timeout): the store would refuse the shortening, and the
+        // claim would then last the whole TTL.
+        (!left.is_zero()).then(|| store_ttl(left, store).max(store.min_ttl()))
     }
 
     /// Gives the lease back.

@@ -288,3 +288,34 @@ async fn a_ttl_that_rounds_up_to_the_minimum_is_accepted() {
     );
     assert!(guard.release().await.expect("release"), "released");
 }
+
+/// A release with less of its `at_least` claim left than etcd's shortest
+/// lease shortens the lease to that shortest lease, as etcd itself would:
+/// it must neither fail (leaving the guard to retry a refused extend until
+/// the full TTL) nor keep the claim for the whole TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_release_with_less_claim_left_than_the_shortest_lease_ends_it_soon() {
+    let Some(locks) = etcd::etcd_manager().await else {
+        return;
+    };
+    let locks = locks.with_prefix(unique("at-least"));
+    let min = locks.store().min_ttl();
+    assert!(!min.is_zero(), "etcd keeps leases for at least its minimum");
+    let lock = locks
+        .lock("claim", Duration::from_secs(30))
+        .at_least(min + Duration::from_millis(500));
+    let guard = lock.acquire().await.expect("acquire").expect("free");
+    // About half a second of the claim is left now, under the minimum
+    // lease even rounded up to etcd's whole seconds.
+    tokio::time::sleep(min).await;
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Ok(true)),
+        "the release shortens the lease: {released:?}"
+    );
+    let holder = lock.holder().await.expect("holder").expect("still claimed");
+    assert!(
+        holder.remaining_ttl() <= min + Duration::from_secs(1),
+        "the claim ends within the shortest lease, not the 30 s TTL: {holder:?}"
+    );
+}
