@@ -7,6 +7,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::Duration;
 
 /// What [`connect_with`](crate::connect_with) sets up the store with,
@@ -45,12 +46,12 @@ struct Config(Box<dyn StoreConfig>);
 /// What a store's configuration type is to [`ConnectOptions`]: cloned with
 /// it, shown in its `Debug` output (which each configuration keeps free of
 /// passwords), and read back by type.
-trait StoreConfig: Any + fmt::Debug + Send + Sync {
+trait StoreConfig: Any + fmt::Debug + Send + Sync + UnwindSafe + RefUnwindSafe {
     fn clone_boxed(&self) -> Box<dyn StoreConfig>;
     fn as_any(&self) -> &dyn Any;
 }
 
-impl<C: Any + Clone + fmt::Debug + Send + Sync> StoreConfig for C {
+impl<C: Any + Clone + fmt::Debug + Send + Sync + UnwindSafe + RefUnwindSafe> StoreConfig for C {
     fn clone_boxed(&self) -> Box<dyn StoreConfig> {
         Box::new(self.clone())
     }
@@ -103,10 +104,10 @@ impl ConnectOptions {
         )),
         allow(dead_code)
     )]
-    pub(crate) fn with_store<C: Any + Clone + fmt::Debug + Send + Sync>(
-        mut self,
-        config: C,
-    ) -> Self {
+    pub(crate) fn with_store<C>(mut self, config: C) -> Self
+    where
+        C: Any + Clone + fmt::Debug + Send + Sync + UnwindSafe + RefUnwindSafe,
+    {
         self.stores.retain(|given| !given.0.as_any().is::<C>());
         self.stores.push(Config(Box::new(config)));
         self
@@ -140,6 +141,15 @@ impl ConnectOptions {
 
 #[cfg(test)]
 mod tests {
+    // Options are built at startup and often captured by code that catches
+    // panics (a test harness, a supervisor): they must stay unwind-safe,
+    // whatever store configurations they hold.
+    #[test]
+    fn the_options_are_unwind_safe_send_and_sync() {
+        fn check<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe + Send + Sync>() {}
+        check::<super::ConnectOptions>();
+    }
+
     // Each test imports what it needs inside: a build may leave out the
     // stores it tests.
 
