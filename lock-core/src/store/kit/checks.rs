@@ -22,7 +22,8 @@ pub const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// Refuses an empty key with [`Error::InvalidName`]: a lease must name
 /// what it protects.
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use lock_core::store::kit::check_key;
 ///
 /// assert!(check_key("lock:reports").is_ok());
@@ -44,7 +45,8 @@ pub fn check_key(key: &str) -> Result<()> {
 /// must get the same errors, never a panic in the store's expiry
 /// arithmetic or a lease it cannot keep.
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use std::time::Duration;
 /// use lock_core::MemoryStore;
 /// use lock_core::store::kit::check_lease;
@@ -66,7 +68,8 @@ pub fn check_lease(key: &str, ttl: Duration, store: &dyn LockStore) -> Result<()
 /// from 2 s is 2 s, and accepted. A refused TTL is
 /// [`Error::InvalidTtl`], saying which bound it broke.
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use std::time::Duration;
 /// use lock_core::MemoryStore;
 /// use lock_core::store::kit::validate_ttl;
@@ -110,7 +113,8 @@ fn invalid_ttl(key: &str, ttl: Duration, min: Duration, max: Duration) -> Error 
 /// ([`LockStore::ttl_resolution`]): what the store is asked to keep, never
 /// less than what the caller asked for.
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use std::time::Duration;
 /// use lock_core::MemoryStore;
 /// use lock_core::store::kit::store_ttl;

@@ -30,7 +30,10 @@
 //!
 //! # A store in a few lines
 //!
-//! ```
+// The examples here run with the `store-kit` feature, which makes this
+// module public; without it they cannot reach it, and are left out.
+#![cfg_attr(feature = "store-kit", doc = "```")]
+#![cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use lock_core::store::kit::{Deadline, check_key};
@@ -91,7 +94,8 @@ pub use self::waiters::{Interest, Waiters, Watch};
 /// A store that keeps the holder's description in a column of its own
 /// (PostgreSQL's `owner`) fills it from here.
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use lock_core::store::kit::owner_of;
 ///
 /// assert_eq!(owner_of("not a runtime token"), "not a runtime token");

@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 /// Keep one in the state a store's handles share (behind its `Arc`), so the
 /// tasks stop with the last handle:
 ///
-/// ```
+#[cfg_attr(feature = "store-kit", doc = "```")]
+#[cfg_attr(not(feature = "store-kit"), doc = "```ignore")]
 /// use lock_core::store::kit::Background;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
