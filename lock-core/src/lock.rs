@@ -69,8 +69,21 @@ pub struct Lock {
     options: LockOptions,
 }
 
+// Defined here, beside what it builds, rather than in manager.rs: a lock
+// holds its manager, so the manager's module stays below this one.
+impl LockManager {
+    /// A lock named `name`, whose lease lasts `ttl` unless released or
+    /// extended first. Nothing is acquired yet.
+    ///
+    /// The name is checked when the lock is used: an empty name, a zero TTL or
+    /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
+    pub fn lock(&self, name: impl AsRef<str>, ttl: Duration) -> Lock {
+        Lock::new(self.clone(), name.as_ref(), ttl)
+    }
+}
+
 impl Lock {
-    pub(crate) fn new(manager: LockManager, name: &str, ttl: Duration) -> Lock {
+    fn new(manager: LockManager, name: &str, ttl: Duration) -> Lock {
         let key = joined(manager.shared_prefix(), name);
         Lock {
             name_at: manager.prefix().len(),

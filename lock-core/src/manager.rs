@@ -2,9 +2,8 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::{Holder, Lock, LockStore, MemoryStore};
+use crate::{Holder, LockStore, MemoryStore};
 
 /// The prefix every key gets unless [`LockManager::with_prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lock:";
@@ -87,14 +86,8 @@ impl LockManager {
         self.declared_shared || self.store.is_shared()
     }
 
-    /// A lock named `name`, whose lease lasts `ttl` unless released or
-    /// extended first. Nothing is acquired yet.
-    ///
-    /// The name is checked when the lock is used: an empty name, a zero TTL or
-    /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
-    pub fn lock(&self, name: impl AsRef<str>, ttl: Duration) -> Lock {
-        Lock::new(self.clone(), name.as_ref(), ttl)
-    }
+    // `lock`, the factory for locks, is defined in lock.rs, beside what it
+    // builds: a lock holds its manager, so this module stays below that one.
 
     /// The locks held right now under this manager's prefix: each name
     /// (without the prefix) with its holder, sorted by name.
