@@ -17,6 +17,7 @@ const RECENT_KEYS: usize = 4;
 /// holds, so it cannot be freed and reused for another prefix meanwhile. A
 /// key that is not among them costs what it did without the reuse (the
 /// evicted one is freed when nothing else holds it).
+#[inline]
 pub(crate) fn joined(prefix: &Arc<str>, name: &str) -> Arc<str> {
     use std::cell::RefCell;
     type Recent = ([Option<(Arc<str>, Arc<str>)>; RECENT_KEYS], usize);

@@ -79,9 +79,25 @@ pub(crate) struct LockId {
     pub(crate) key: Arc<str>,
 }
 
-/// Whether this task runs under a lease of `lock`: inside its `run` or
-/// `#[locked]` body, at any depth of nesting.
-pub(crate) fn held_by_this_task(store: usize, key: &str) -> bool {
+impl LockId {
+    /// The lock keyed `key` on `store`.
+    pub(crate) fn new(store: &Arc<dyn LockStore>, key: &Arc<str>) -> LockId {
+        LockId {
+            store: address(store),
+            key: Arc::clone(key),
+        }
+    }
+}
+
+/// A store by address: one store, one lock namespace.
+fn address(store: &Arc<dyn LockStore>) -> usize {
+    Arc::as_ptr(store).cast::<()>() as usize
+}
+
+/// Whether this task runs under a lease of the lock keyed `key` on `store`:
+/// inside its `run` or `#[locked]` body, at any depth of nesting.
+pub(crate) fn held_by_this_task(store: &Arc<dyn LockStore>, key: &str) -> bool {
+    let store = address(store);
     CURRENT
         .try_with(|lease| {
             let mut next = Some(lease);

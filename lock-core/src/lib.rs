@@ -100,6 +100,7 @@
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+mod acquire;
 mod connect;
 mod error;
 mod giveback;

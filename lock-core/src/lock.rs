@@ -1,28 +1,19 @@
 //! [`Lock`]: a named lease, not yet held, and how to take it.
 
+use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::giveback::{GiveBack, give_back};
+use crate::acquire::{self, Outcome, Target};
 use crate::key::{is_permit_key, joined, permit_key};
-use crate::lease::{LockId, held_by_this_task, local_deadline};
+use crate::lease::held_by_this_task;
 use crate::metrics::{self, Labels};
-use crate::store::{AcquireRequest, Attempt, Wakeup, Woken, store_ttl, validate_ttl};
+use crate::store::validate_ttl;
 use crate::{
-    Error, Holder, LockGuard, LockManager, LockOptions, LockStore, OnContended, OnLost, Result,
-    supervise, token,
+    Error, Holder, LockGuard, LockManager, LockOptions, OnContended, OnLost, Result, supervise,
 };
-
-/// What one acquisition came to.
-pub(crate) enum Outcome {
-    Acquired(LockGuard),
-    /// Held by somebody else for the whole wait; their lease had this left,
-    /// when the store said.
-    Contended(Option<Duration>),
-}
 
 /// A named lock, not yet held: built by [`LockManager::lock`].
 ///
@@ -56,17 +47,34 @@ pub(crate) enum Outcome {
 /// assert!(second.is_none());
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[must_use = "a Lock does nothing until you call acquire() or run()"]
 pub struct Lock {
-    manager: LockManager,
-    /// The prefix, then the name: one allocation per lock.
-    key: Arc<str>,
-    /// Where the name starts in `key`.
+    /// The manager, key, TTL, wait and options: what taking the lock and
+    /// supervising its work read, lent to them whole.
+    target: Target,
+    /// Where the name starts in the key.
     name_at: usize,
-    ttl: Duration,
-    wait: Duration,
-    options: LockOptions,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Target {
+            manager,
+            key,
+            ttl,
+            wait,
+            options,
+        } = &self.target;
+        f.debug_struct("Lock")
+            .field("manager", manager)
+            .field("key", key)
+            .field("name_at", &self.name_at)
+            .field("ttl", ttl)
+            .field("wait", wait)
+            .field("options", options)
+            .finish()
+    }
 }
 
 // Defined here, beside what it builds, rather than in manager.rs: a lock
@@ -87,11 +95,13 @@ impl Lock {
         let key = joined(manager.shared_prefix(), name);
         Lock {
             name_at: manager.prefix().len(),
-            manager,
-            key,
-            ttl,
-            wait: Duration::ZERO,
-            options: LockOptions::DEFAULT,
+            target: Target {
+                manager,
+                key,
+                ttl,
+                wait: Duration::ZERO,
+                options: LockOptions::DEFAULT,
+            },
         }
     }
 
@@ -100,13 +110,15 @@ impl Lock {
     ///
     /// A waiter does not poll: it wakes when the lock is released, when the
     /// holder's TTL runs out, or at its deadline, whichever comes first.
-    pub fn wait_for(self, wait: Duration) -> Self {
-        Lock { wait, ..self }
+    pub fn wait_for(mut self, wait: Duration) -> Self {
+        self.target.wait = wait;
+        self
     }
 
     /// The same lock with all of `options` at once (what `#[locked]` uses).
-    pub fn with_options(self, options: LockOptions) -> Self {
-        Lock { options, ..self }
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.target.options = options;
+        self
     }
 
     /// The same lock, renewed while [`run`](Lock::run)'s work runs: every
@@ -116,7 +128,7 @@ impl Lock {
     /// `ttl`; a live but stuck one renews forever unless
     /// [`max_hold`](Lock::max_hold) caps it.
     pub fn renew(mut self) -> Self {
-        self.options.renew = true;
+        self.target.options.renew = true;
         self
     }
 
@@ -124,13 +136,13 @@ impl Lock {
     /// push the lease past acquisition + `max_hold`, so stuck work cannot hold
     /// the lock forever. Requires [`renew`](Lock::renew).
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.options.max_hold = Some(max_hold);
+        self.target.options.max_hold = Some(max_hold);
         self
     }
 
     /// The same lock, reacting to a lost lease as `on_lost` says (see [`OnLost`]).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
-        self.options.on_lost = on_lost;
+        self.target.options.on_lost = on_lost;
         self
     }
 
@@ -140,7 +152,7 @@ impl Lock {
     /// own expiry ends it. What "run this at most once a minute, fleet-wide"
     /// needs. Must not exceed the TTL.
     pub fn at_least(mut self, at_least: Duration) -> Self {
-        self.options.at_least = Some(at_least);
+        self.target.options.at_least = Some(at_least);
         self
     }
 
@@ -153,7 +165,7 @@ impl Lock {
     /// already handed out). Stores that cannot keep one make acquire fail
     /// with [`Error::FencingUnsupported`].
     pub fn fenced(mut self) -> Self {
-        self.options.fenced = true;
+        self.target.options.fenced = true;
         self
     }
 
@@ -163,7 +175,7 @@ impl Lock {
     /// across the fleet, where a forgotten Redis setup would silently give
     /// every process its own lock.
     pub fn shared(mut self) -> Self {
-        self.options.shared = true;
+        self.target.options.shared = true;
         self
     }
 
@@ -180,7 +192,7 @@ impl Lock {
     /// [`OnContended::Error`], [`acquire`](Lock::acquire) and
     /// [`run`](Lock::run) return [`Error::Contended`] instead of `Ok(None)`.
     pub fn on_contended(mut self, contended: OnContended) -> Self {
-        self.options.contended = contended;
+        self.target.options.contended = contended;
         self
     }
 
@@ -203,7 +215,7 @@ impl Lock {
     /// and a semaphore has several at once. Every process must use the same
     /// count for a name (`registry::verify` checks declared locks).
     pub fn permits(mut self, permits: u32) -> Self {
-        self.options.permits = permits;
+        self.target.options.permits = permits;
         self
     }
 
@@ -214,7 +226,7 @@ impl Lock {
     /// `"invoice:4411"`, or every name becomes a series of its own.
     /// `#[locked]` functions are labelled with their name template.
     pub fn label(mut self, label: &'static str) -> Self {
-        self.options.label = Some(label);
+        self.target.options.label = Some(label);
         self
     }
 
@@ -244,24 +256,30 @@ impl Lock {
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
         if self.reentered() {
             return Err(Error::Reentrant {
-                key: self.key.to_string(),
+                key: self.target.key.to_string(),
             });
         }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(Some(guard)),
-            Outcome::Contended(remaining) => match self.options.contended {
+            Outcome::Contended(remaining) => match self.target.options.contended {
                 OnContended::Error => Err(self.contended(remaining).await),
                 _ => Ok(None),
             },
         }
     }
 
-    /// [`acquire_attempts`](Lock::acquire_attempts), its outcome counted
+    /// Takes the lock, waiting as long as `wait` says; the outcome counted
     /// and timed.
     pub(crate) async fn acquire_outcome(&self) -> Result<Outcome> {
         let started = Instant::now();
-        let labels = Labels::of_store(self.options.label, &**self.manager.store());
-        let outcome = self.acquire_attempts(labels, started).await;
+        let labels = Labels::of_store(self.target.options.label, &**self.target.manager.store());
+        // `if let`, not `match`: its scrutinee is dropped before the `else`,
+        // so the future does not keep room for an error across the await.
+        let outcome = if let Err(error) = self.validate() {
+            Err(error)
+        } else {
+            acquire::acquire(&self.target, labels, started).await
+        };
         let acquired = match &outcome {
             Ok(Outcome::Acquired(_)) => Some(true),
             Ok(Outcome::Contended(_)) => Some(false),
@@ -269,182 +287,6 @@ impl Lock {
         };
         metrics::acquisition(labels, acquired, started);
         outcome
-    }
-
-    /// Takes the lock, the first attempt sent at `started` (just read from
-    /// the clock).
-    async fn acquire_attempts(&self, labels: Labels, started: Instant) -> Result<Outcome> {
-        self.validate()?;
-        let token = token::new_token();
-        let store = self.manager.store();
-        let ttl = store_ttl(self.ttl, &**store);
-        // One key per permit; a plain lock (one permit) is its own key.
-        let slots: Vec<Arc<str>>;
-        let slots: &[Arc<str>] = if self.options.permits > 1 {
-            slots = (0..self.options.permits)
-                .map(|slot| permit_key(&self.key, slot))
-                .collect();
-            &slots
-        } else {
-            std::slice::from_ref(&self.key)
-        };
-        let mut request = AcquireRequest::sent_at(&self.key, &token, ttl, started);
-        request.wake = !self.wait.is_zero();
-        request.fenced = self.options.fenced;
-        // A single lease to wait for: the store may hand it over on release.
-        request.local.grant = request.wake && slots.len() == 1;
-        let mut wakeups: Vec<Wakeup> = Vec::new();
-        loop {
-            // The permits in a random rotation, so waiters spread over them
-            // instead of all trying the first.
-            let first = if slots.len() > 1 {
-                rand::random_range(0..slots.len())
-            } else {
-                0
-            };
-            let mut shortest: Option<Duration> = None;
-            // The last round's registrations stay until this round's are
-            // made: a store that listens per key keeps listening between
-            // attempts instead of stopping and starting again each time.
-            // (`None` on the first round, which has none to keep.)
-            let previous = (!wakeups.is_empty()).then(|| std::mem::take(&mut wakeups));
-            for offset in 0..slots.len() {
-                let slot = &slots[(first + offset) % slots.len()];
-                let attempt = AcquireRequest {
-                    key: slot,
-                    local: request.local.with_key(slot),
-                    ..request
-                };
-                // The store's clock starts the lease at or after
-                // `request.sent`, so deadlines counted from it are never
-                // later than the store's.
-                let attempt = match store.acquire_now(attempt) {
-                    Some(attempt) => attempt?,
-                    None => {
-                        // From the moment the request may reach the store
-                        // until its reply is read, a lease under `token` may
-                        // exist that only this future knows of: if the future
-                        // is dropped here, or the store fails, it is given back.
-                        let in_flight = InFlight::new(store, slot, &token, ttl);
-                        let attempt = store.acquire(attempt).await?;
-                        if let Attempt::Acquired { .. } = attempt {
-                            // A reply can come after the lease it reports
-                            // ran out (replies queued on a slow link): the
-                            // lock may be someone else's by now. No guard
-                            // then; the lease, if it still exists, is given
-                            // back as the in-flight guard drops.
-                            let answered = request.sent.elapsed();
-                            if Instant::now() >= local_deadline(request.sent, ttl, &**store) {
-                                drop(in_flight);
-                                return Err(Error::Store {
-                                    operation: "acquire",
-                                    key: slot.to_string(),
-                                    source: format!(
-                                        "the store answered after {answered:?}, when the lease of {ttl:?} had already run out; the lease was given back: use a longer ttl, or find why the store answers this slowly"
-                                    )
-                                    .into(),
-                                });
-                            }
-                        }
-                        in_flight.landed();
-                        attempt
-                    }
-                };
-                match attempt {
-                    Attempt::Acquired { fence } => {
-                        let sent = request.sent;
-                        return Ok(self.acquired(slot, token, fence, sent, started, labels));
-                    }
-                    Attempt::Held { remaining, wakeup } => {
-                        if let Some(remaining) = remaining {
-                            shortest = Some(shortest.map_or(remaining, |s| s.min(remaining)));
-                        }
-                        wakeups.extend(wakeup);
-                    }
-                }
-            }
-            // A release may have handed the lease to last round's waiter
-            // meanwhile: ours, then, rather than given back to pass on.
-            let handed = previous
-                .filter(|_| request.local.grant)
-                .into_iter()
-                .flatten()
-                .find_map(|mut w| w.granted());
-            if let Some(Woken::Granted { fence, since }) = handed {
-                return Ok(self.acquired(&self.key, token, fence, since, started, labels));
-            }
-            // `None`: a wait too long to represent, which is waiting for good.
-            let left = match started.checked_add(self.wait) {
-                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-                None => Duration::MAX,
-            };
-            if left.is_zero() {
-                tracing::debug!(
-                    key = %self.key,
-                    waited_us = started.elapsed().as_micros() as u64,
-                    holder_remaining_ms = shortest.map(|d| d.as_millis() as u64),
-                    "lock contended"
-                );
-                return Ok(Outcome::Contended(shortest));
-            }
-            // A store reports the remaining TTL whenever we wait; if one
-            // does not, our own TTL bounds the holder's.
-            let nap = nap_until_expiry(shortest.unwrap_or(self.ttl)).min(left);
-            let woken = if wakeups.is_empty() {
-                tokio::time::sleep(nap).await;
-                None
-            } else {
-                tokio::select! {
-                    woken = any_of(&mut wakeups) => Some(woken),
-                    // A release may have handed the lease over just as the
-                    // nap ended: take it rather than try again.
-                    () = tokio::time::sleep(nap) => if request.local.grant {
-                        wakeups.iter_mut().find_map(Wakeup::granted)
-                    } else {
-                        None
-                    },
-                }
-            };
-            if let Some(Woken::Granted { fence, since }) = woken {
-                // Handed over by the release, under this attempt's token:
-                // a single permit, so the lock's own key.
-                return Ok(self.acquired(&self.key, token, fence, since, started, labels));
-            }
-            request.sent = Instant::now();
-        }
-    }
-
-    /// The guard for a lease taken under `token` on `slot`, starting at
-    /// `sent` on tokio's clock. Always inlined: the uncontended acquire is
-    /// counted in instructions (`scripts/instructions`), and a call here
-    /// cost it 66 of them.
-    #[inline(always)]
-    fn acquired(
-        &self,
-        slot: &Arc<str>,
-        token: Arc<str>,
-        fence: Option<u64>,
-        sent: Instant,
-        started: Instant,
-        labels: Labels,
-    ) -> Outcome {
-        tracing::debug!(
-            key = %slot,
-            waited_us = started.elapsed().as_micros() as u64,
-            ?fence,
-            "lock acquired"
-        );
-        let hold_until = self.options.at_least.and_then(|d| sent.checked_add(d));
-        Outcome::Acquired(LockGuard::new(
-            Arc::clone(self.manager.store()),
-            Arc::clone(slot),
-            token,
-            fence,
-            sent,
-            store_ttl(self.ttl, &**self.manager.store()),
-            hold_until,
-            labels,
-        ))
     }
 
     /// Runs `work` while holding the lock, then releases it.
@@ -512,12 +354,14 @@ impl Lock {
         if self.reentered() {
             // This task holds the lock already: the work runs under that
             // lease, neither taking nor giving back another.
-            tracing::debug!(key = %self.key, "lock re-entered: the work runs under the lease this task holds");
+            tracing::debug!(key = %self.target.key, "lock re-entered: the work runs under the lease this task holds");
             return work.await.map(Some);
         }
         match self.acquire_outcome().await? {
-            Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await.map(Some),
-            Outcome::Contended(remaining) => match self.options.contended {
+            Outcome::Acquired(guard) => supervise::run_held(&self.target, guard, work)
+                .await
+                .map(Some),
+            Outcome::Contended(remaining) => match self.target.options.contended {
                 OnContended::Error => Err(E::from(self.contended(remaining).await)),
                 _ => Ok(None),
             },
@@ -561,11 +405,11 @@ impl Lock {
         E: From<Error>,
     {
         if self.reentered() {
-            tracing::debug!(key = %self.key, "lock re-entered: the work runs under the lease this task holds");
+            tracing::debug!(key = %self.target.key, "lock re-entered: the work runs under the lease this task holds");
             return work.await;
         }
         match self.acquire_outcome().await? {
-            Outcome::Acquired(guard) => supervise::run_held(self, guard, work).await,
+            Outcome::Acquired(guard) => supervise::run_held(&self.target, guard, work).await,
             Outcome::Contended(remaining) => Err(E::from(self.contended(remaining).await)),
         }
     }
@@ -582,10 +426,12 @@ impl Lock {
     /// store fails.
     pub async fn force_release(&self) -> Result<bool> {
         self.validate_name()?;
-        let store = self.manager.store();
+        let store = self.target.manager.store();
         let mut released = false;
-        for slot in 0..self.options.permits.max(1) {
-            released |= store.force_release(&permit_key(&self.key, slot)).await?;
+        for slot in 0..self.target.options.permits.max(1) {
+            released |= store
+                .force_release(&permit_key(&self.target.key, slot))
+                .await?;
         }
         Ok(released)
     }
@@ -599,10 +445,10 @@ impl Lock {
     /// store fails.
     pub async fn holders(&self) -> Result<Vec<Holder>> {
         self.validate_name()?;
-        let store = self.manager.store();
+        let store = self.target.manager.store();
         let mut holders = Vec::new();
-        for slot in 0..self.options.permits.max(1) {
-            holders.extend(store.holder(&permit_key(&self.key, slot)).await?);
+        for slot in 0..self.target.options.permits.max(1) {
+            holders.extend(store.holder(&permit_key(&self.target.key, slot)).await?);
         }
         Ok(holders)
     }
@@ -625,58 +471,41 @@ impl Lock {
     /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
     /// store fails.
     pub async fn holder(&self) -> Result<Option<Holder>> {
-        if self.options.permits > 1 {
+        if self.target.options.permits > 1 {
             return Ok(self.holders().await?.into_iter().next());
         }
         self.validate_name()?;
-        self.manager.store().holder(&self.key).await
-    }
-
-    /// Which lock this is, for re-entry: its manager's store and its key.
-    pub(crate) fn id(&self) -> LockId {
-        LockId {
-            store: self.store_id(),
-            key: Arc::clone(&self.key),
-        }
-    }
-
-    /// The manager's store, by address: one store, one lock namespace.
-    fn store_id(&self) -> usize {
-        Arc::as_ptr(self.manager.store()).cast::<()>() as usize
+        self.target.manager.store().holder(&self.target.key).await
     }
 
     /// Whether this task already runs under this lock's lease.
     fn reentered(&self) -> bool {
-        held_by_this_task(self.store_id(), &self.key)
+        held_by_this_task(self.target.manager.store(), &self.target.key)
     }
 
     /// The store key: the manager's prefix followed by the name.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.target.key
     }
 
     /// The lock name, as given.
     pub fn name(&self) -> &str {
-        &self.key[self.name_at..]
+        &self.target.key[self.name_at..]
     }
 
     /// How long a lease lasts unless released or extended first.
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.target.ttl
     }
 
     /// How long [`acquire`](Lock::acquire) waits for a holder to let go.
     pub fn wait(&self) -> Duration {
-        self.wait
+        self.target.wait
     }
 
     /// The lock's options.
     pub fn options(&self) -> &LockOptions {
-        &self.options
-    }
-
-    pub(crate) fn manager(&self) -> &LockManager {
-        &self.manager
+        &self.target.options
     }
 
     /// The error for contention reported to the caller, with the holder's
@@ -692,18 +521,24 @@ impl Lock {
                 .and_then(|holders| holders.iter().map(Holder::remaining_ttl).min()),
         };
         Error::Contended {
-            key: self.key.to_string(),
+            key: self.target.key.to_string(),
             holder_remaining: remaining,
         }
     }
 
     fn validate(&self) -> Result<()> {
         self.validate_name()?;
-        if is_permit_key(&self.key) {
+        if is_permit_key(&self.target.key) {
             return Err(permit_name(self.name()));
         }
-        validate_ttl(&self.key, self.ttl, &**self.manager.store())?;
-        self.options.check(&self.key, self.ttl, &self.manager)
+        validate_ttl(
+            &self.target.key,
+            self.target.ttl,
+            &**self.target.manager.store(),
+        )?;
+        self.target
+            .options
+            .check(&self.target.key, self.target.ttl, &self.target.manager)
     }
 
     fn validate_name(&self) -> Result<()> {
@@ -729,104 +564,5 @@ fn permit_name(name: &str) -> Error {
         name: name.to_owned(),
         reason: "names ending in `#permit-<n>` are the keys of a semaphore's permits \
                  (`Lock::permits`); rename the lock, for example with `_` for `-`",
-    }
-}
-
-/// Gives back, when dropped armed, the lease an acquire in flight may have
-/// taken: between sending an acquire and reading its reply, only this future
-/// knows the token, so nobody else could ever release that lease before its
-/// TTL.
-struct InFlight<'a> {
-    store: &'a Arc<dyn LockStore>,
-    key: &'a Arc<str>,
-    token: &'a Arc<str>,
-    /// The TTL asked for: how long a lease the acquire took can last.
-    ttl: Duration,
-    armed: bool,
-}
-
-impl<'a> InFlight<'a> {
-    fn new(
-        store: &'a Arc<dyn LockStore>,
-        key: &'a Arc<str>,
-        token: &'a Arc<str>,
-        ttl: Duration,
-    ) -> Self {
-        InFlight {
-            store,
-            key,
-            token,
-            ttl,
-            armed: true,
-        }
-    }
-
-    /// The store answered: what it holds now is accounted for by the caller.
-    fn landed(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            give_back(
-                self.store,
-                self.key,
-                self.token,
-                None,
-                self.ttl,
-                GiveBack::AbandonedAcquire,
-            );
-        }
-    }
-}
-
-/// Resolves when any of `wakeups` does, with what woke it.
-async fn any_of(wakeups: &mut [Wakeup]) -> Woken {
-    std::future::poll_fn(|cx| {
-        for wakeup in wakeups.iter_mut() {
-            if let std::task::Poll::Ready(woken) = wakeup.poll_woken(cx) {
-                return std::task::Poll::Ready(woken);
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
-}
-
-/// How long to sleep when the holder's lease has `remaining` left and no
-/// release wakes us first: until it runs out, plus a little jitter so many
-/// waiters do not retry in the same instant.
-fn nap_until_expiry(remaining: Duration) -> Duration {
-    const FLOOR: Duration = Duration::from_micros(100);
-    let spread = (remaining / 16).clamp(Duration::from_millis(1), Duration::from_millis(25));
-    let jitter = spread.mul_f64(rand::random::<f64>());
-    remaining.saturating_add(FLOOR).saturating_add(jitter)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_nap_outlasts_the_holder_by_a_bounded_jitter() {
-        for remaining in [
-            Duration::ZERO,
-            Duration::from_millis(3),
-            Duration::from_secs(60),
-        ] {
-            let nap = nap_until_expiry(remaining);
-            assert!(nap > remaining, "{nap:?} must outlast {remaining:?}");
-            assert!(
-                nap <= remaining + Duration::from_millis(26),
-                "{nap:?} oversleeps {remaining:?}"
-            );
-        }
-        assert_eq!(
-            nap_until_expiry(Duration::MAX),
-            Duration::MAX,
-            "saturates, never panics"
-        );
     }
 }

@@ -17,21 +17,22 @@ use std::future::Future;
 
 use tokio::time::Instant;
 
+use crate::acquire::Target;
 use crate::lease::Lease;
 use crate::metrics;
 use crate::store::store_ttl;
-use crate::{Error, Lock, LockGuard, OnLost, Result};
+use crate::{Error, LockGuard, OnLost, Result};
 
 /// Runs `work` under `guard`: watches (and renews) the lease, reacts to its
 /// loss, then gives it back. The work's result always wins.
-pub(crate) async fn run_held<T, E, W>(lock: &Lock, mut guard: LockGuard, work: W) -> Result<T, E>
+pub(crate) async fn run_held<T, E, W>(lock: &Target, mut guard: LockGuard, work: W) -> Result<T, E>
 where
     W: Future<Output = Result<T, E>> + Unpin,
     E: From<Error>,
 {
-    let options = lock.options();
-    let key = lock.key();
-    let lease = guard.lease(store_ttl(lock.ttl(), &**lock.manager().store()), lock.id());
+    let options = &lock.options;
+    let key: &str = &lock.key;
+    let lease = guard.lease(store_ttl(lock.ttl, &**lock.manager.store()), lock.id());
     let outcome = {
         let mut work = std::pin::pin!(lease.scope(work));
         // Only renewal and cancellation need a watcher running beside the
@@ -95,10 +96,10 @@ where
 /// when it passes (the store stalled, the network dropped our packets) does
 /// not hold the work up, because by then the store may already have handed
 /// the lease to someone else.
-async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
-    let options = lock.options();
-    let ttl = lock.ttl();
-    let store = lock.manager().store();
+async fn watch(lock: &Target, guard: &LockGuard, lease: &Lease) {
+    let options = &lock.options;
+    let ttl = lock.ttl;
+    let store = lock.manager.store();
     let hold_end = options
         .max_hold
         .and_then(|max_hold| guard.started().checked_add(max_hold));
@@ -125,14 +126,14 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
             None => ttl,
         };
         if extension.is_zero() {
-            tracing::warn!(key = %lock.key(), "lock reached its max_hold: no longer renewing");
+            tracing::warn!(key = %lock.key, "lock reached its max_hold: no longer renewing");
             renewing = false;
             continue;
         }
         let extended = tokio::select! {
             biased;
             () = tokio::time::sleep_until(deadline) => {
-                tracing::warn!(key = %lock.key(), "a lock renewal was still in flight at the lease's deadline");
+                tracing::warn!(key = %lock.key, "a lock renewal was still in flight at the lease's deadline");
                 lease.mark_lost();
                 return;
             }
@@ -146,7 +147,7 @@ async fn watch(lock: &Lock, guard: &LockGuard, lease: &Lease) {
             }
             Err(error) => {
                 // Keep trying until the deadline: the store may be back.
-                tracing::warn!(key = %lock.key(), error = %error.chain(), "could not renew the lock; retrying until its deadline");
+                tracing::warn!(key = %lock.key, error = %error.chain(), "could not renew the lock; retrying until its deadline");
             }
         }
     }
