@@ -1,4 +1,4 @@
-//! [`LockManager`]: a store, a key prefix, and the factory for [`Lock`]s.
+//! [`LockManager`]: a store, a key prefix, and the factory for [`Lock`](crate::Lock)s.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use crate::{Holder, LockStore, MemoryStore};
 /// The prefix every key gets unless [`LockManager::with_prefix`] says otherwise.
 pub const DEFAULT_PREFIX: &str = "lock:";
 
-/// Hands out [`Lock`]s over one store, under one key prefix.
+/// Hands out [`Lock`](crate::Lock)s over one store, under one key prefix.
 ///
 /// Cheap to clone: clones share the store. Build one at startup and install it
 /// with [`registry::install`](crate::registry::install) so `#[locked]`
