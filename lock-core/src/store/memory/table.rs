@@ -94,6 +94,7 @@ pub(super) struct Lease {
 }
 
 impl Lease {
+    #[inline]
     pub(super) fn live_at(&self, now: Instant) -> bool {
         self.expires > now
     }
@@ -109,6 +110,7 @@ impl Lease {
 
 impl Slot {
     /// A slot for `key` holding `lease`, with nobody waiting.
+    #[inline]
     pub(super) fn new(key: Arc<str>, lease: Lease) -> Slot {
         Slot {
             key,
@@ -118,6 +120,7 @@ impl Slot {
     }
 
     /// The lease, if it has not expired.
+    #[inline]
     pub(super) fn live_lease(&self, now: Instant) -> Option<&Lease> {
         self.lease.as_ref().filter(|lease| lease.live_at(now))
     }
@@ -253,6 +256,7 @@ impl Drop for Queued {
 /// When a lease of `ttl` taken at `now` ends. Callers validated the TTL
 /// against `max_ttl`, so this cannot overflow; saturate anyway rather than
 /// panic.
+#[inline]
 pub(super) fn expiry(now: Instant, ttl: Duration) -> Instant {
     now.checked_add(ttl).unwrap_or_else(|| now + MAX_TTL)
 }
@@ -260,17 +264,20 @@ pub(super) fn expiry(now: Instant, ttl: Duration) -> Instant {
 /// The next fencing token, when asked for one: taken under the shard lock of
 /// the key being acquired, so tokens of one key are handed out in
 /// acquisition order.
+#[inline]
 pub(super) fn next_fence(fences: &AtomicU64, fenced: bool) -> Option<u64> {
     fenced.then(|| fences.fetch_add(1, Ordering::Relaxed) + 1)
 }
 
 impl Table {
     /// `key`'s hash, as the table files it.
+    #[inline]
     pub(super) fn hash(&self, key: &str) -> u64 {
         self.hasher.hash_one(key)
     }
 
     /// Runs `f` on the shard owning `key`, with the key's hash.
+    #[inline]
     pub(super) fn with_shard<R>(&self, key: &str, f: impl FnOnce(&mut Shard, u64) -> R) -> R {
         let hash = self.hash(key);
         // Middle bits pick the shard: the table itself uses the low bits for
@@ -282,6 +289,7 @@ impl Table {
     /// [`with_shard`](Table::with_shard) for an operation that may take a
     /// waiter off the queue: `f` returns that waiter's waker with its
     /// result, and it is woken once the shard lock is dropped.
+    #[inline]
     pub(super) fn with_shard_waking<R>(
         &self,
         key: &str,
@@ -323,6 +331,7 @@ impl Table {
 
 impl Shard {
     /// Amortised sweep: once the shard has doubled since its last sweep.
+    #[inline]
     pub(super) fn after_insert(&mut self, now: Instant) {
         if self.slots.len() >= self.sweep_at {
             self.sweep(now);
@@ -338,6 +347,7 @@ impl Shard {
 
 /// A poisoned shard only means a panic elsewhere while it was held; every
 /// operation leaves the shard consistent before it can panic, so carry on.
+#[inline]
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -14,6 +14,7 @@ pub(super) enum StoredToken {
 }
 
 impl StoredToken {
+    #[inline]
     pub(super) fn new(token: &str) -> StoredToken {
         match token::own_random_part(token) {
             Some(random) => StoredToken::Own(random),
@@ -22,6 +23,7 @@ impl StoredToken {
     }
 
     /// Whether this is `token`, compared whole.
+    #[inline]
     pub(super) fn is(&self, token: &str) -> bool {
         match self {
             StoredToken::Own(random) => token::own_random_part(token).as_ref() == Some(random),
