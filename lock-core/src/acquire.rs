@@ -156,6 +156,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
         let mut request = AcquireRequest::sent_at(&target.key, token, ttl, started);
         request.wake = !target.wait.is_zero();
         request.fenced = target.options.fenced;
+        request.read = target.options.read;
         // A single lease to wait for: the store may hand it over on release.
         request.local.grant = request.wake && slots.len() == 1;
         Rounds {
@@ -340,6 +341,7 @@ fn acquired(
         Arc::clone(slot),
         token,
         fence,
+        target.options.read,
         since,
         store_ttl(target.ttl, &**store),
         hold_until,

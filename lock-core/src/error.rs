@@ -98,6 +98,18 @@ pub enum Error {
         key: String,
     },
 
+    /// The lock asks for its read side ([`Lock::read`](crate::Lock::read)),
+    /// but its manager's store keeps no readers.
+    #[error(
+        "lock `{key}` asks for its read side, but the {store} store keeps no readers; take the plain lock (drop `read`) or use a store that keeps readers (memory)"
+    )]
+    ReadUnsupported {
+        /// The key of the lock.
+        key: String,
+        /// The store's name ([`LockStore::name`](crate::LockStore::name)).
+        store: &'static str,
+    },
+
     /// The lock must exclude other processes, but its manager's store is
     /// per-process.
     #[error(
@@ -292,6 +304,10 @@ mod tests {
                 held: std::time::Duration::from_secs(3),
             },
             Error::FencingUnsupported { key: key() },
+            Error::ReadUnsupported {
+                key: key(),
+                store: "memcached",
+            },
             Error::NotShared { key: key() },
             Error::AlreadyInstalled,
             Error::UnknownManager { name: "x".into() },

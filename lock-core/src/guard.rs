@@ -46,6 +46,8 @@ pub struct LockGuard {
     key: Arc<str>,
     token: Arc<str>,
     fence: Option<u64>,
+    /// Whether this is a reader's lease ([`Lock::read`](crate::Lock::read)).
+    reader: bool,
     /// Just before the acquire was sent: the lease started at or after this.
     started: Instant,
     /// The lease as the running work sees it, once `run` watches it: the
@@ -78,6 +80,7 @@ impl LockGuard {
         key: Arc<str>,
         token: Arc<str>,
         fence: Option<u64>,
+        reader: bool,
         started: Instant,
         ttl: Duration,
         hold_until: Option<Instant>,
@@ -89,6 +92,7 @@ impl LockGuard {
             key,
             token,
             fence,
+            reader,
             started,
             lease: None,
             hold_until,
@@ -244,6 +248,12 @@ impl LockGuard {
     /// The store key.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Whether this guard holds the read side of its name
+    /// ([`Lock::read`](crate::Lock::read)): shared with other readers.
+    pub fn is_reader(&self) -> bool {
+        self.reader
     }
 
     /// The fencing token of this acquisition, for stores that keep one.

@@ -219,6 +219,51 @@ impl Lock {
         self
     }
 
+    /// The read side of the same name: any number of readers hold it
+    /// together, while its plain lock (the write side) excludes readers and
+    /// writers alike.
+    ///
+    /// "Many may read the catalogue at once; a rebuild waits for them and
+    /// runs alone": readers take `manager.lock("catalog", ttl).read()`, the
+    /// rebuild takes `manager.lock("catalog", ttl)`. Everything else stays
+    /// as for a lock: waiting, `run`, renewal, `max_hold`, `on_lost`,
+    /// `at_least`, release on drop.
+    ///
+    /// - Writers are never starved: once a writer waits, new readers wait
+    ///   behind it, so a stream of overlapping readers cannot hold it off.
+    /// - Each reader is a lease of its own, with its own token and TTL: a
+    ///   reader that dies holds writers off until its own TTL runs out, no
+    ///   longer, and releasing or extending one reader never touches
+    ///   another's lease or the writer's.
+    /// - Work that runs under one side of a name ([`run`](Lock::run), a
+    ///   `#[locked]` function) and asks for either side again gets
+    ///   [`Error::Reentrant`] instead of waiting for itself. There is no
+    ///   upgrade from reader to writer, or downgrade back.
+    ///
+    /// With [`permits`](Lock::permits) above 1 or [`fenced`](Lock::fenced)
+    /// it is refused ([`Error::InvalidOptions`]): readers already share, and
+    /// a fencing token orders writers. A store that keeps no readers
+    /// ([`LockStore::read_mode`](crate::LockStore::read_mode)) refuses it
+    /// with [`Error::ReadUnsupported`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use lock_core::LockManager;
+    ///
+    /// let locks = LockManager::memory();
+    /// let ttl = Duration::from_secs(30);
+    /// let first = locks.lock("catalog", ttl).read().acquire().await?.expect("free");
+    /// let second = locks.lock("catalog", ttl).read().acquire().await?.expect("readers share");
+    /// assert!(first.is_reader() && second.is_reader());
+    /// assert!(locks.lock("catalog", ttl).acquire().await?.is_none(), "a writer waits for them");
+    /// # Ok(()) }
+    /// ```
+    pub fn read(mut self) -> Self {
+        self.target.options.read = true;
+        self
+    }
+
     /// The same lock, named `label` in metrics (the `lock` label, with the
     /// `metrics` feature; `"unlabelled"` when none is given).
     ///
@@ -247,6 +292,8 @@ impl Lock {
     ///   a store that cannot fence;
     /// - [`Error::NotShared`] for a [`shared`](Lock::shared) lock on a
     ///   per-process store;
+    /// - [`Error::ReadUnsupported`] for a [`read`](Lock::read) lock on a
+    ///   store that keeps no readers;
     /// - [`Error::Contended`] when somebody else held it and the lock was set
     ///   to [`OnContended::Error`];
     /// - [`Error::Store`] when the store fails, or answers only after the

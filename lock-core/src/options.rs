@@ -93,6 +93,9 @@ pub struct LockOptions {
     /// a runtime lock what [`Lock::label`](crate::Lock::label) gives. Never
     /// the rendered name, so the number of series stays bounded.
     pub label: Option<&'static str>,
+    /// Take the name's read side: readers hold it together, a writer (the
+    /// plain lock) alone ([`Lock::read`](crate::Lock::read)).
+    pub read: bool,
 }
 
 impl LockOptions {
@@ -107,6 +110,7 @@ impl LockOptions {
         contended: OnContended::ReturnNone,
         permits: 1,
         label: None,
+        read: false,
     };
 
     /// Refuses options that contradict each other, or that the manager's
@@ -144,6 +148,27 @@ impl LockOptions {
                  use permits(1)",
                 self.permits
             ));
+        }
+        if self.read && self.permits > 1 {
+            return invalid(format!(
+                "a read lock is already shared by any number of readers, and {} permits would \
+                 make it a semaphore as well; drop permits() or read()",
+                self.permits
+            ));
+        }
+        if self.read && self.fenced {
+            return invalid(
+                "fencing tokens order the writers of a name, and readers hold it together, so a \
+                 reader's token could not tell a stale holder from a current one; drop fenced() \
+                 or read()"
+                    .to_owned(),
+            );
+        }
+        if self.read && !manager.store().read_mode() {
+            return Err(Error::ReadUnsupported {
+                key: key.to_owned(),
+                store: manager.store().name(),
+            });
         }
         if self.fenced && !manager.store().fencing() {
             return Err(Error::FencingUnsupported {

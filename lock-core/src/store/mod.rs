@@ -231,6 +231,16 @@ pub trait LockStore: Send + Sync + 'static {
         false
     }
 
+    /// True when the store keeps readers: an acquire with
+    /// [`AcquireRequest::read`] set shares the key with other readers and
+    /// excludes writers, and release and extend accept a reader's token (see
+    /// the contract above).
+    ///
+    /// The default is false; such a store never sees a reading request.
+    fn read_mode(&self) -> bool {
+        false
+    }
+
     /// Attempts an acquire without I/O and without blocking, if the store can.
     ///
     /// Stores that answer from memory return `Some` and spare the caller a
@@ -298,6 +308,10 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn fencing(&self) -> bool {
         (**self).fencing()
+    }
+
+    fn read_mode(&self) -> bool {
+        (**self).read_mode()
     }
 
     fn ttl_resolution(&self) -> Duration {

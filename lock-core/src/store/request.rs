@@ -34,6 +34,10 @@ pub struct AcquireRequest<'a> {
     /// value of the key's fencing counter in [`Attempt::Acquired`]. Only set
     /// when [`LockStore::fencing`](super::LockStore::fencing) is true.
     pub fenced: bool,
+    /// Whether this is a reader: on success the key is held by this token
+    /// among any number of readers, and by no writer. Only set when
+    /// [`LockStore::read_mode`](super::LockStore::read_mode) is true.
+    pub read: bool,
     /// What only an in-process store (memory) reads: the key shared, and
     /// leave to hand the lease straight over. The default, as every request
     /// built outside this crate carries, asks for neither.
@@ -58,6 +62,7 @@ impl<'a> AcquireRequest<'a> {
             sent,
             wake: false,
             fenced: false,
+            read: false,
             local: Local::default(),
         }
     }
@@ -71,6 +76,12 @@ impl<'a> AcquireRequest<'a> {
     /// The same request, asking for a fencing token on success.
     pub fn fencing(mut self) -> Self {
         self.fenced = true;
+        self
+    }
+
+    /// The same request, for a reader (see [`read`](AcquireRequest::read)).
+    pub fn reading(mut self) -> Self {
+        self.read = true;
         self
     }
 }
