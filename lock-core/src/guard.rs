@@ -228,6 +228,13 @@ impl LockGuard {
     ///
     /// [`Error::Store`](crate::Error::Store) when the store fails.
     pub async fn is_still_held(&self) -> Result<bool> {
+        if self.reader {
+            // One of several holders: `holder` names only one of them.
+            let holders = self.store.list(&self.key).await?;
+            return Ok(holders
+                .iter()
+                .any(|(key, holder)| **key == *self.key && holder.token() == &*self.token));
+        }
         let holder = self.store.holder(&self.key).await?;
         Ok(holder.is_some_and(|holder| holder.token() == &*self.token))
     }

@@ -13,6 +13,7 @@ pub struct Holder {
     token: String,
     remaining: Duration,
     fence: Option<u64>,
+    reader: bool,
 }
 
 impl Holder {
@@ -24,7 +25,27 @@ impl Holder {
             token: token.into(),
             remaining,
             fence: None,
+            reader: false,
         }
+    }
+
+    /// The same holder, holding the read side of its name
+    /// ([`Lock::read`](crate::Lock::read)): one of any number of readers.
+    ///
+    /// For stores that keep readers, in [`LockStore::holder`](crate::LockStore::holder)
+    /// and [`LockStore::list`](crate::LockStore::list).
+    #[must_use = "as_reader returns a new holder and leaves this one unchanged"]
+    pub fn as_reader(self) -> Self {
+        Holder {
+            reader: true,
+            ..self
+        }
+    }
+
+    /// Whether this holder is a reader, one of any number holding the name
+    /// together; false for the writer (a plain lock's holder).
+    pub fn is_reader(&self) -> bool {
+        self.reader
     }
 
     /// The same holder, whose acquisition was given the fencing token `fence`.
@@ -77,6 +98,7 @@ impl std::fmt::Debug for Holder {
             .field("owner", &self.owner())
             .field("remaining_ttl", &self.remaining)
             .field("fence", &self.fence)
+            .field("reader", &self.reader)
             .finish()
     }
 }

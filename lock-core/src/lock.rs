@@ -220,39 +220,23 @@ impl Lock {
     }
 
     /// The read side of the same name: any number of readers hold it
-    /// together, while its plain lock (the write side) excludes readers and
-    /// writers alike.
-    ///
-    /// "Many may read the catalogue at once; a rebuild waits for them and
-    /// runs alone": readers take `manager.lock("catalog", ttl).read()`, the
-    /// rebuild takes `manager.lock("catalog", ttl)`. Everything else stays
-    /// as for a lock: waiting, `run`, renewal, `max_hold`, `on_lost`,
-    /// `at_least`, release on drop.
+    /// together; its plain lock (the write side) excludes readers and
+    /// writers alike. Everything else stays as for a lock (waiting, `run`,
+    /// renewal, `max_hold`, `on_lost`, `at_least`, release on drop).
     ///
     /// - Writers are never starved: once a writer waits, new readers wait
-    ///   behind it, so a stream of overlapping readers cannot hold it off.
+    ///   behind it.
     /// - Each reader is a lease of its own, with its own token and TTL: a
-    ///   reader that dies holds writers off until its own TTL runs out, no
-    ///   longer, and releasing or extending one reader never touches
-    ///   another's lease or the writer's.
-    /// - Work that runs under one side of a name ([`run`](Lock::run), a
-    ///   `#[locked]` function) and asks for either side again gets
-    ///   [`Error::Reentrant`] instead of waiting for itself. There is no
-    ///   upgrade from reader to writer, or downgrade back.
-    ///
-    /// With [`permits`](Lock::permits) above 1 or [`fenced`](Lock::fenced)
-    /// it is refused ([`Error::InvalidOptions`]): readers already share, and
-    /// a fencing token orders writers. A store that keeps no readers
-    /// ([`LockStore::read_mode`](crate::LockStore::read_mode)) refuses it
-    /// with [`Error::ReadUnsupported`].
+    ///   dead reader holds writers off until its own TTL, no longer, and
+    ///   releasing or extending one reader touches no other lease.
+    /// - Work under one side of a name asking for either side again gets
+    ///   [`Error::Reentrant`]. No upgrade or downgrade.
+    /// - Refused with `permits` above 1 or `fenced` ([`Error::InvalidOptions`]),
+    ///   and on a store that keeps no readers ([`Error::ReadUnsupported`]).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
-    /// use std::time::Duration;
-    /// use lock_core::LockManager;
-    ///
-    /// let locks = LockManager::memory();
-    /// let ttl = Duration::from_secs(30);
+    /// # let (locks, ttl) = (lock_core::LockManager::memory(), std::time::Duration::from_secs(30));
     /// let first = locks.lock("catalog", ttl).read().acquire().await?.expect("free");
     /// let second = locks.lock("catalog", ttl).read().acquire().await?.expect("readers share");
     /// assert!(first.is_reader() && second.is_reader());

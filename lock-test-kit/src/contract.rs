@@ -26,6 +26,11 @@ use lock_core::store::{AcquireRequest, Attempt};
 use lock_core::{Error, LockManager};
 
 pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
+pub use crate::read::{
+    a_reader_refuses_permits_and_fencing, a_waiting_writer_is_not_starved_by_overlapping_readers,
+    cancelled_reader_and_writer_waits_leave_nothing_behind, each_reader_expires_on_its_own,
+    readers_hold_a_name_together_and_a_writer_excludes_them,
+};
 use crate::{Instrumented, isolated, longest, ms};
 
 /// A TTL no test outlives, so any lease that ends early ended because the
@@ -976,6 +981,11 @@ macro_rules! store_contract {
             concurrent_increments_under_the_lock_lose_nothing,
             a_semaphore_admits_exactly_its_permits,
             lock_futures_cut_off_at_random_points_leave_no_lease_behind,
+            readers_hold_a_name_together_and_a_writer_excludes_them,
+            each_reader_expires_on_its_own,
+            a_waiting_writer_is_not_starved_by_overlapping_readers,
+            cancelled_reader_and_writer_waits_leave_nothing_behind,
+            a_reader_refuses_permits_and_fencing,
         );
     };
 }

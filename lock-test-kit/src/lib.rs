@@ -13,7 +13,8 @@
 //! - [`store_contract!`]: the [`contract`] suite, the behaviours of
 //!   acquire, release, extend, waiting, listing, semaphores, bad input, and
 //!   [`cancellation`] at random points (every lock future cut off at a
-//!   random `.await` must leave no lease behind);
+//!   random `.await` must leave no lease behind), and the [`read`] side of
+//!   a name (or its clear refusal on a store that keeps no readers);
 //! - [`lifecycle_contract!`]: the [`lifecycle`] suite, renewal and its cap,
 //!   the lost-lease signal, `at_least` claims, fencing, the `shared`
 //!   requirement and contention as an error.
@@ -154,6 +155,7 @@ mod support;
 pub mod cancellation;
 pub mod contract;
 pub mod lifecycle;
+pub mod read;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -33,7 +33,9 @@
 //! handed the lease, before it saw so, gives the lease back, which hands it
 //! on to the next in line. No lease is left behind either way.
 
+mod lease;
 mod queue;
+mod readers;
 mod table;
 mod token;
 pub(crate) mod url;
@@ -45,7 +47,9 @@ use std::time::Duration;
 use hashbrown::hash_table::Entry;
 use tokio::time::Instant;
 
-use self::table::{Lease, MAX_TTL, Slot, Table, expiry, next_fence};
+use self::lease::Lease;
+use self::queue::Wakers;
+use self::table::{MAX_TTL, Slot, Table, expiry, next_fence};
 use self::token::StoredToken;
 use super::kit::check_lease;
 use super::{AcquireRequest, Attempt, BoxFuture, LockStore};
@@ -131,16 +135,15 @@ impl MemoryStore {
             match entry {
                 Entry::Occupied(mut occupied) => {
                     let slot = occupied.get_mut();
-                    match slot.live_lease(now) {
-                        None => {
-                            let fence = next_fence(&self.table.fence, request.fenced);
-                            slot.lease = Some(lease(fence));
-                            Attempt::Acquired { fence }
-                        }
-                        Some(held) => Attempt::Held {
-                            remaining: Some(held.expires - now),
+                    if slot.admits(request.read, now) {
+                        let fence = next_fence(&self.table.fence, request.fenced);
+                        slot.take(request.read, lease(fence), now);
+                        Attempt::Acquired { fence }
+                    } else {
+                        Attempt::Held {
+                            remaining: Some(slot.blocked_for(now)),
                             wakeup: request.wake.then(|| slot.wakeup(&self.table, &request)),
-                        },
+                        }
                     }
                 }
                 Entry::Vacant(vacant) => {
@@ -149,7 +152,11 @@ impl MemoryStore {
                         .local
                         .shared_key
                         .map_or_else(|| Arc::from(request.key), Arc::clone);
-                    vacant.insert(Slot::new(key, lease(fence)));
+                    vacant.insert(if request.read {
+                        Slot::new_reader(key, lease(fence), now)
+                    } else {
+                        Slot::new(key, lease(fence))
+                    });
                     shard.after_insert(now);
                     Attempt::Acquired { fence }
                 }
@@ -162,7 +169,7 @@ impl MemoryStore {
         let now = Instant::now();
         self.table.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return (false, None);
+                return (false, Wakers::default());
             };
             let slot = found.get_mut();
             let ours = slot
@@ -170,7 +177,14 @@ impl MemoryStore {
                 .as_ref()
                 .is_some_and(|lease| lease.token.is(token));
             if !ours {
-                return (false, None);
+                if slot.readers.is_none() {
+                    return (false, Wakers::default());
+                }
+                let released = slot.release_reader(token, now, &self.table.fence);
+                if slot.is_garbage(now) {
+                    found.remove();
+                }
+                return released;
             }
             let was_live = slot.live_lease(now).is_some();
             let (waker, vacant) = slot.vacate(now, &self.table.fence);
@@ -187,8 +201,19 @@ impl MemoryStore {
             let Some(slot) = shard.slots.find_mut(hash, |slot| &*slot.key == key) else {
                 return false;
             };
-            match &mut slot.lease {
-                Some(lease) if lease.live_at(now) && lease.token.is(token) => {
+            let writer = slot
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.token.is(token));
+            let lease = if writer {
+                slot.lease.as_mut()
+            } else {
+                slot.readers
+                    .as_mut()
+                    .and_then(|readers| readers.find_mut(token))
+            };
+            match lease {
+                Some(lease) if lease.live_at(now) => {
                     lease.expires = expiry(now, ttl);
                     true
                 }
@@ -201,10 +226,11 @@ impl MemoryStore {
         let now = Instant::now();
         self.table.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return (false, None);
+                return (false, Wakers::default());
             };
             let slot = found.get_mut();
-            let was_live = slot.live_lease(now).is_some();
+            let was_live = !slot.is_free(now);
+            slot.readers = None;
             let (waker, vacant) = slot.vacate(now, &self.table.fence);
             if vacant {
                 found.remove();
@@ -217,7 +243,16 @@ impl MemoryStore {
         let now = Instant::now();
         self.table.with_shard(key, |shard, hash| {
             let slot = shard.slots.find(hash, |slot| &*slot.key == key)?;
-            slot.live_lease(now).map(|lease| lease.holder(now))
+            match slot.live_lease(now) {
+                Some(writer) => Some(writer.holder(now)),
+                // Readers only: the one whose lease ends first.
+                None => slot
+                    .readers
+                    .as_ref()?
+                    .live(now)
+                    .min_by_key(|lease| lease.expires)
+                    .map(|lease| lease.holder_as(now, true)),
+            }
         })
     }
 
@@ -228,12 +263,22 @@ impl MemoryStore {
         let now = Instant::now();
         let mut held = Vec::new();
         for shard in self.table.shards() {
-            held.extend(shard.slots.iter().filter_map(|slot| {
-                let lease = slot.live_lease(now)?;
-                slot.key
-                    .starts_with(prefix)
-                    .then(|| (slot.key.to_string(), lease.holder(now)))
-            }));
+            for slot in shard.slots.iter() {
+                if !slot.key.starts_with(prefix) {
+                    continue;
+                }
+                let writer = slot.live_lease(now).map(|lease| lease.holder(now));
+                let readers = slot
+                    .readers
+                    .iter()
+                    .flat_map(|readers| readers.live(now).map(|lease| lease.holder_as(now, true)));
+                held.extend(
+                    writer
+                        .into_iter()
+                        .chain(readers)
+                        .map(|holder| (slot.key.to_string(), holder)),
+                );
+            }
         }
         held
     }
@@ -308,6 +353,10 @@ impl LockStore for MemoryStore {
     }
 
     fn fencing(&self) -> bool {
+        true
+    }
+
+    fn read_mode(&self) -> bool {
         true
     }
 

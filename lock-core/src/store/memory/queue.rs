@@ -28,6 +28,9 @@ pub(super) struct Queue {
 
 /// One task waiting for a key.
 pub(super) struct Waiter {
+    /// Whether it waits for the read side: readers at the head of the queue
+    /// are let in together.
+    reader: bool,
     /// What the lease is written as when a release hands it straight to
     /// this waiter; `None` for a waiter that is only woken to try again.
     grant: Option<Grant>,
@@ -67,10 +70,24 @@ impl Queue {
         self.waiters.is_empty()
     }
 
-    /// Queues a new waiter at the back: one to be handed the lease as
-    /// `grant` says, or, with `None`, only woken to try again.
-    pub(super) fn push(&mut self, grant: Option<Grant>) -> Arc<Waiter> {
+    /// Whether the first waiter waits for the read side; `None` when
+    /// nobody waits.
+    pub(super) fn first_is_reader(&self) -> Option<bool> {
+        self.waiters.front().map(|waiter| waiter.reader)
+    }
+
+    /// Whether a writer waits: new readers then wait behind it, so that a
+    /// stream of overlapping readers cannot starve it.
+    pub(super) fn has_writer(&self) -> bool {
+        self.waiters.iter().any(|waiter| !waiter.reader)
+    }
+
+    /// Queues a new waiter at the back, a reader or a writer: one to be
+    /// handed the lease as `grant` says, or, with `None`, only woken to try
+    /// again.
+    pub(super) fn push(&mut self, reader: bool, grant: Option<Grant>) -> Arc<Waiter> {
         let waiter = Arc::new(Waiter {
+            reader,
             grant,
             state: Mutex::default(),
         });
@@ -84,10 +101,13 @@ impl Queue {
     }
 
     /// Takes the first waiter off the queue, for a key whose lease is gone,
-    /// and returns its waker, to wake once the shard lock is dropped.
+    /// and returns its waker, to wake once the shard lock is dropped; when
+    /// it is a reader, every reader queued right behind it too, the same
+    /// way, since they can all hold the key together.
     ///
     /// A waiter that takes leases directly is handed this one (`hand`
-    /// writes it under the waiter's [`Grant`] and says so) when its turn is
+    /// writes it under the waiter's [`Grant`], as a reader's lease when its second
+    /// argument says so, and says so) when its turn is
     /// due: [`FAIR_EVERY`] after the queue was made or the last handoff, so
     /// a waiter on a quiet key, or the first release after a pause, hands
     /// over at once; and always for a lease given back by a waiter that went
@@ -97,19 +117,49 @@ impl Queue {
         &mut self,
         now: Instant,
         passed_on: bool,
-        hand: impl FnOnce(&Grant) -> Woken,
-    ) -> Option<Waker> {
-        let waiter = self.waiters.pop_front()?;
+        mut hand: impl FnMut(&Grant, bool) -> Woken,
+    ) -> Wakers {
+        let Some(first) = self.waiters.pop_front() else {
+            return Wakers::default();
+        };
         let due = passed_on || now >= self.fair_at;
-        let mut state = waiter.state();
-        state.woken = Some(match &waiter.grant {
-            Some(grant) if due => {
-                self.fair_at = now + FAIR_EVERY;
-                hand(grant)
+        let mut wakers = Wakers {
+            first: first.take_turn(due, &mut hand),
+            more: Vec::new(),
+        };
+        if first.reader {
+            while self.waiters.front().is_some_and(|waiter| waiter.reader) {
+                let Some(next) = self.waiters.pop_front() else {
+                    break;
+                };
+                wakers.more.extend(next.take_turn(due, &mut hand));
             }
-            _ => Woken::Released,
-        });
-        state.waker.take()
+        }
+        if due && first.grant.is_some() {
+            self.fair_at = now + FAIR_EVERY;
+        }
+        wakers
+    }
+}
+
+/// The wakers a release took off the queue, to wake once the shard lock
+/// drops: one, or several readers let in together.
+#[derive(Default)]
+pub(super) struct Wakers {
+    first: Option<Waker>,
+    more: Vec<Waker>,
+}
+
+impl Wakers {
+    /// Wakes them all; call with no lock held.
+    #[inline]
+    pub(super) fn wake(self) {
+        if let Some(waker) = self.first {
+            waker.wake();
+        }
+        for waker in self.more {
+            waker.wake();
+        }
     }
 }
 
@@ -117,6 +167,23 @@ impl Waiter {
     fn state(&self) -> MutexGuard<'_, WaiterState> {
         // Nothing panics while holding it.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This waiter's turn, just taken off the queue: handed the lease
+    /// (`hand` writes it) when it takes leases directly and the turn is
+    /// `due`, otherwise only woken to try again. Returns its waker.
+    fn take_turn(&self, due: bool, hand: &mut impl FnMut(&Grant, bool) -> Woken) -> Option<Waker> {
+        let mut state = self.state();
+        state.woken = Some(match &self.grant {
+            Some(grant) if due => hand(grant, self.reader),
+            _ => Woken::Released,
+        });
+        state.waker.take()
+    }
+
+    /// Whether this waiter waits for the read side.
+    pub(super) fn is_reader(&self) -> bool {
+        self.reader
     }
 
     /// The waiting task's side: what the release that took this waiter off

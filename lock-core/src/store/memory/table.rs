@@ -5,15 +5,16 @@ use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hashbrown::HashTable;
 use tokio::time::Instant;
 
-use super::queue::{Grant, Queue, Waiter};
+use super::lease::Lease;
+use super::queue::{Grant, Queue, Waiter, Wakers};
+use super::readers::Readers;
 use super::token::StoredToken;
-use crate::Holder;
 use crate::store::{AcquireRequest, Wakeup, Woken};
 
 /// Number of shards; a power of two.
@@ -76,36 +77,17 @@ impl Default for Shard {
 pub(super) struct Slot {
     /// Shared with the `Lock` that inserted it when it could be: no copy.
     pub(super) key: Arc<str>,
+    /// The writer's lease (a plain lock's).
     pub(super) lease: Option<Lease>,
+    /// The readers' leases ([`Lock::read`](crate::Lock::read)), made when
+    /// the first reader comes: boxed, as most keys never have one.
+    pub(super) readers: Option<Box<Readers>>,
     /// The tasks waiting for this key, first come first (a waiter leaves
     /// when it goes away); made when the first one comes, and kept while
     /// the slot lives, so a busy key does not make and free its queue again
     /// and again. Boxed: most keys never have a waiter, and a held lock's
     /// slot stays one pointer larger instead of four.
     waiters: Option<Box<Queue>>,
-}
-
-pub(super) struct Lease {
-    pub(super) token: StoredToken,
-    pub(super) expires: Instant,
-    /// The fencing token this lease was given, or 0 for none (tokens start
-    /// at 1): shown by `holder` and `list`.
-    pub(super) fence: u64,
-}
-
-impl Lease {
-    #[inline]
-    pub(super) fn live_at(&self, now: Instant) -> bool {
-        self.expires > now
-    }
-
-    pub(super) fn holder(&self, now: Instant) -> Holder {
-        let holder = Holder::new(self.token.to_token(), self.expires - now);
-        match self.fence {
-            0 => holder,
-            fence => holder.with_fence(fence),
-        }
-    }
 }
 
 impl Slot {
@@ -115,8 +97,100 @@ impl Slot {
         Slot {
             key,
             lease: Some(lease),
+            readers: None,
             waiters: None,
         }
+    }
+
+    /// A slot for `key` held by one reader, under `lease`.
+    pub(super) fn new_reader(key: Arc<str>, lease: Lease, now: Instant) -> Slot {
+        let mut slot = Slot {
+            key,
+            lease: None,
+            readers: None,
+            waiters: None,
+        };
+        slot.take(true, lease, now);
+        slot
+    }
+
+    /// Whether any reader's lease is live at `now`.
+    #[inline]
+    pub(super) fn readers_live(&self, now: Instant) -> bool {
+        self.readers
+            .as_ref()
+            .is_some_and(|readers| readers.any_live(now))
+    }
+
+    /// Whether nobody holds the key at `now`, writer or reader.
+    #[inline]
+    pub(super) fn is_free(&self, now: Instant) -> bool {
+        self.live_lease(now).is_none() && !self.readers_live(now)
+    }
+
+    /// Whether an attempt, a reader's when `read`, can have the key at
+    /// `now`: a writer when nobody holds it; a reader when no writer holds
+    /// it and none waits (writers are never starved by readers).
+    #[inline]
+    pub(super) fn admits(&self, read: bool, now: Instant) -> bool {
+        if read {
+            self.live_lease(now).is_none()
+                && !self
+                    .waiters
+                    .as_ref()
+                    .is_some_and(|queue| queue.has_writer())
+        } else {
+            self.is_free(now)
+        }
+    }
+
+    /// Writes `lease`, a reader's when `read`, for an attempt this slot
+    /// [`admits`](Slot::admits): what is left of leases that have expired
+    /// goes.
+    #[inline]
+    pub(super) fn take(&mut self, read: bool, lease: Lease, now: Instant) {
+        if read {
+            self.lease = None;
+            self.readers.get_or_insert_default().add(lease, now);
+        } else {
+            self.lease = Some(lease);
+            self.readers = None;
+        }
+    }
+
+    /// How long the key stays held against an attempt it did not admit,
+    /// unless released first: the writer's lease, or the last reader's.
+    /// Zero when only a waiting writer holds a reader off: it takes the key
+    /// as soon as it tries again.
+    pub(super) fn blocked_for(&self, now: Instant) -> Duration {
+        let until = match self.live_lease(now) {
+            Some(writer) => Some(writer.expires),
+            None => self
+                .readers
+                .as_ref()
+                .and_then(|readers| readers.last_expiry(now)),
+        };
+        until.map_or(Duration::ZERO, |until| until - now)
+    }
+
+    /// Gives back the lease of the reader whose token is `token`, if it has
+    /// one here; the last live reader to go hands the key on. Returns
+    /// whether that lease was still live, and the wakers to wake.
+    #[cold]
+    pub(super) fn release_reader(
+        &mut self,
+        token: &str,
+        now: Instant,
+        fences: &AtomicU64,
+    ) -> (bool, Wakers) {
+        let Some(lease) = self
+            .readers
+            .as_mut()
+            .and_then(|readers| readers.remove(token))
+        else {
+            return (false, Wakers::default());
+        };
+        (lease.live_at(now), self.hand_on(now, fences, false))
     }
 
     /// The lease, if it has not expired.
@@ -130,18 +204,18 @@ impl Slot {
     }
 
     /// A slot with no live lease and nobody waiting can be dropped.
-    fn is_garbage(&self, now: Instant) -> bool {
-        self.live_lease(now).is_none() && !self.has_waiters()
+    pub(super) fn is_garbage(&self, now: Instant) -> bool {
+        self.is_free(now) && !self.has_waiters()
     }
 
     /// Drops the lease and hands the key on (see [`hand_on`](Slot::hand_on)).
     /// Returns the waiter's waker, and whether the slot can go: without a
     /// waiter, it holds nothing any more.
     #[inline]
-    pub(super) fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Option<Waker>, bool) {
+    pub(super) fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Wakers, bool) {
         self.lease = None;
         if !self.has_waiters() {
-            return (None, true);
+            return (Wakers::default(), !self.readers_live(now));
         }
         (self.hand_on(now, fences, false), false)
     }
@@ -150,16 +224,41 @@ impl Slot {
     /// and returns its waker, to wake once the shard lock is dropped. A
     /// lease handed to it in turn ([`Queue::take_first`]) is written here,
     /// under the waiter's token, before the shard lock drops.
-    fn hand_on(&mut self, now: Instant, fences: &AtomicU64, passed_on: bool) -> Option<Waker> {
-        let queue = self.waiters.as_mut()?;
-        let lease = &mut self.lease;
-        queue.take_first(now, passed_on, |grant| {
-            let fence = next_fence(fences, grant.fenced);
-            *lease = Some(Lease {
+    ///
+    /// Only when the first waiter could have the key now (see
+    /// [`admits`](Slot::admits)): a writer once nobody holds it, readers
+    /// once no writer does.
+    pub(super) fn hand_on(&mut self, now: Instant, fences: &AtomicU64, passed_on: bool) -> Wakers {
+        let writer_live = self.live_lease(now).is_some();
+        let readers_live = self.readers_live(now);
+        let Some(queue) = self.waiters.as_mut() else {
+            return Wakers::default();
+        };
+        let admissible = match queue.first_is_reader() {
+            None => false,
+            Some(true) => !writer_live,
+            Some(false) => !writer_live && !readers_live,
+        };
+        if !admissible {
+            return Wakers::default();
+        }
+        let (lease, readers) = (&mut self.lease, &mut self.readers);
+        queue.take_first(now, passed_on, |grant, reader| {
+            let fence = if reader {
+                None
+            } else {
+                next_fence(fences, grant.fenced)
+            };
+            let granted = Lease {
                 token: grant.token.clone(),
                 expires: expiry(now, grant.ttl),
                 fence: fence.unwrap_or(0),
-            });
+            };
+            if reader {
+                readers.get_or_insert_default().add(granted, now);
+            } else {
+                *lease = Some(granted);
+            }
             Woken::Granted { fence, since: now }
         })
     }
@@ -170,16 +269,27 @@ impl Slot {
         let queue = self
             .waiters
             .get_or_insert_with(|| Box::new(Queue::new(request.sent)));
-        let waiter = queue.push(request.local.grant.then(|| Grant {
-            token: StoredToken::new(request.token),
-            ttl: request.ttl,
-            fenced: request.fenced,
-        }));
+        let waiter = queue.push(
+            request.read,
+            request.local.grant.then(|| Grant {
+                token: StoredToken::new(request.token),
+                ttl: request.ttl,
+                fenced: request.fenced,
+            }),
+        );
         Wakeup::reporting(Queued {
             table: Arc::clone(table),
             key: Arc::clone(&self.key),
             waiter,
         })
+    }
+
+    /// Whether the first in the queue waits for the read side.
+    fn reader_waits_first(&self) -> bool {
+        self.waiters
+            .as_ref()
+            .and_then(|queue| queue.first_is_reader())
+            .unwrap_or(false)
     }
 
     /// Takes `waiter` off the queue, if it is still on it.
@@ -218,32 +328,45 @@ impl Drop for Queued {
         let fences = &self.table.fence;
         self.table.with_shard_waking(&self.key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| slot.key == self.key) else {
-                return ((), None);
+                return ((), Wakers::default());
             };
             let slot = found.get_mut();
             let waker = match self.waiter.woken() {
                 None => {
                     slot.leave(&self.waiter);
-                    None
-                }
-                Some(Woken::Granted { .. }) => {
-                    let token = self.waiter.grant_token();
-                    let ours = slot
-                        .lease
-                        .as_ref()
-                        .zip(token)
-                        .is_some_and(|(lease, token)| lease.token == *token);
-                    if ours {
-                        slot.lease = None;
+                    // A writer that stops waiting no longer holds off the
+                    // readers queued behind it.
+                    if !self.waiter.is_reader() && slot.reader_waits_first() {
                         slot.hand_on(now, fences, true)
                     } else {
-                        None
+                        Wakers::default()
                     }
                 }
-                Some(Woken::Released) if slot.live_lease(now).is_none() => {
-                    slot.hand_on(now, fences, true)
+                Some(Woken::Granted { .. }) => {
+                    let Some(token) = self.waiter.grant_token() else {
+                        return ((), Wakers::default());
+                    };
+                    let ours = if self.waiter.is_reader() {
+                        slot.readers
+                            .as_mut()
+                            .is_some_and(|readers| readers.remove_stored(token))
+                    } else {
+                        let ours = slot
+                            .lease
+                            .as_ref()
+                            .is_some_and(|lease| lease.token == *token);
+                        if ours {
+                            slot.lease = None;
+                        }
+                        ours
+                    };
+                    if ours {
+                        slot.hand_on(now, fences, true)
+                    } else {
+                        Wakers::default()
+                    }
                 }
-                Some(Woken::Released) => None,
+                Some(Woken::Released) => slot.hand_on(now, fences, true),
             };
             if slot.is_garbage(now) {
                 found.remove();
@@ -293,12 +416,10 @@ impl Table {
     pub(super) fn with_shard_waking<R>(
         &self,
         key: &str,
-        f: impl FnOnce(&mut Shard, u64) -> (R, Option<Waker>),
+        f: impl FnOnce(&mut Shard, u64) -> (R, Wakers),
     ) -> R {
-        let (result, waker) = self.with_shard(key, f);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        let (result, wakers) = self.with_shard(key, f);
+        wakers.wake();
         result
     }
 

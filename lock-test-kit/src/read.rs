@@ -1,0 +1,272 @@
+//! The read side of a name ([`Lock::read`](lock_core::Lock::read)): the
+//! behaviours of a store that keeps readers, and the refusal of one that
+//! does not.
+//!
+//! Part of [`store_contract!`](crate::store_contract). On a store whose
+//! [`read_mode`](lock_core::LockStore::read_mode) is false, each behaviour
+//! checks instead that a reader is refused with
+//! [`Error::ReadUnsupported`], at once and with nothing left behind.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_core::{Error, LockManager};
+
+use crate::ms;
+
+/// A TTL no test outlives.
+const LONG: Duration = Duration::from_secs(60);
+
+/// True when the store keeps readers; otherwise checks that it refuses one
+/// clearly, and returns false.
+async fn keeps_readers(locks: &LockManager) -> bool {
+    if locks.store().read_mode() {
+        return true;
+    }
+    match locks.lock("reader", LONG).read().acquire().await {
+        Err(Error::ReadUnsupported { store, .. }) => {
+            assert_eq!(store, locks.store().name(), "the refusal names the store");
+        }
+        other => panic!("a store without read mode must refuse a reader: {other:?}"),
+    }
+    assert!(
+        locks.list().await.map_or(true, |held| held.is_empty()),
+        "a refused reader leaves nothing behind"
+    );
+    false
+}
+
+/// Readers hold a name together; a writer excludes readers and writers.
+/// Without this a read lock is only a slower plain lock, or no lock at all.
+pub async fn readers_hold_a_name_together_and_a_writer_excludes_them(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let read = || locks.lock("catalog", LONG).read();
+    let first = read().acquire().await.expect("acquire").expect("free");
+    let second = read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("readers share the name");
+    assert!(first.is_reader() && second.is_reader());
+    assert_ne!(
+        first.token(),
+        second.token(),
+        "each reader has its own lease"
+    );
+    let held = locks.list().await.expect("list");
+    let readers = held
+        .iter()
+        .filter(|(name, holder)| name == "catalog" && holder.is_reader())
+        .count();
+    assert_eq!(readers, 2, "listing shows each reader: {held:?}");
+    assert!(
+        locks
+            .lock("catalog", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .is_none(),
+        "a writer is held off while readers hold the name"
+    );
+
+    assert!(first.release().await.expect("release"));
+    assert!(
+        second.is_still_held().await.expect("check"),
+        "releasing one reader leaves the other's lease alone"
+    );
+    assert!(
+        locks
+            .lock("catalog", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .is_none(),
+        "one reader is enough to hold a writer off"
+    );
+    assert!(second.release().await.expect("release"));
+
+    let writer = locks
+        .lock("catalog", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the readers gone, the writer gets in");
+    assert!(!writer.is_reader());
+    assert!(
+        read().acquire().await.expect("acquire").is_none(),
+        "a writer holds readers off"
+    );
+    assert!(writer.release().await.expect("release"));
+}
+
+/// A reader that dies holds writers off until its own TTL runs out, and no
+/// longer; the other readers' leases are untouched by its expiry.
+pub async fn each_reader_expires_on_its_own(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let short = ms(&locks, 300);
+    let crashed = locks
+        .lock("expiring", short)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    crashed.keep();
+    let alive = locks
+        .lock("expiring", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("readers share");
+    tokio::time::sleep(short * 2).await;
+    assert!(
+        alive.is_still_held().await.expect("check"),
+        "the other reader's lease outlives the one that expired"
+    );
+    assert!(alive.release().await.expect("release"));
+    let writer = locks
+        .lock("expiring", LONG)
+        .wait_for(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(writer.is_some(), "the expired reader holds nobody off");
+}
+
+/// Writer preference: 8 tasks keep overlapping reads going, each 50 ms, and
+/// a writer that waits still gets the name after a few reads, not after the
+/// readers happen to pause (they never do). Prints the writer's wait and
+/// how many reads began while it waited.
+pub async fn a_waiting_writer_is_not_starved_by_overlapping_readers(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let hold = ms(&locks, 50);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..8)
+        .map(|i| {
+            let (locks, stop, reads) = (locks.clone(), Arc::clone(&stop), Arc::clone(&reads));
+            tokio::spawn(async move {
+                // Staggered, so some read is always under way.
+                tokio::time::sleep(hold * i / 8).await;
+                while !stop.load(Ordering::SeqCst) {
+                    let lock = locks.lock("busy", LONG).read().wait_for(LONG);
+                    if let Some(guard) = lock.acquire().await.expect("read") {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(hold).await;
+                        guard.release().await.expect("release");
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(hold * 3).await;
+    assert!(reads.load(Ordering::SeqCst) > 0, "the readers are reading");
+
+    let before = reads.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let writer = locks
+        .lock("busy", LONG)
+        .wait_for(Duration::from_secs(2))
+        .acquire()
+        .await
+        .expect("acquire");
+    let waited = started.elapsed();
+    let during = reads.load(Ordering::SeqCst) - before;
+    eprintln!(
+        "writer waited {waited:?} behind 8 overlapping {hold:?} readers; {during} reads began meanwhile"
+    );
+    let writer = writer.expect("a waiting writer gets the name within its 2 s wait");
+    // Each reader task can have had one read under way, or just admitted,
+    // when the writer began to wait; none may start after that.
+    assert!(
+        during <= 8,
+        "new readers went ahead of the waiting writer: {during} reads began while it waited"
+    );
+    stop.store(true, Ordering::SeqCst);
+    assert!(writer.release().await.expect("release"));
+    for reader in readers {
+        reader.await.expect("reader task");
+    }
+}
+
+/// A reader or writer whose acquire is dropped while it waits leaves
+/// nothing behind: no lease, and no place in a queue holding others off.
+pub async fn cancelled_reader_and_writer_waits_leave_nothing_behind(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let reader = locks
+        .lock("queue", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    // A writer waits behind the reader, then gives up: cut off mid-wait.
+    let writer = locks.lock("queue", LONG).wait_for(LONG);
+    let cut = tokio::time::timeout(ms(&locks, 200), writer.acquire()).await;
+    assert!(cut.is_err(), "the writer was still waiting when cut off");
+    // Had it stayed queued, it would hold every new reader off.
+    let second = locks
+        .lock("queue", LONG)
+        .read()
+        .wait_for(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(
+        second.is_some(),
+        "the cancelled writer no longer holds readers off"
+    );
+    drop(second);
+    // A reader waits behind a writer, then gives up.
+    assert!(reader.release().await.expect("release"));
+    let writer = locks
+        .lock("queue", LONG)
+        .wait_for(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the readers gone, the writer gets in");
+    let waiting = locks.lock("queue", LONG).read().wait_for(LONG);
+    let cut = tokio::time::timeout(ms(&locks, 200), waiting.acquire()).await;
+    assert!(cut.is_err(), "the reader was still waiting when cut off");
+    assert!(writer.release().await.expect("release"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = locks.list().await.expect("list");
+        if held.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "leases left behind: {held:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `read` with more than one permit or with fencing is refused: readers
+/// already share, and a fencing token orders writers.
+pub async fn a_reader_refuses_permits_and_fencing(locks: LockManager) {
+    let permits = locks
+        .lock("options", LONG)
+        .read()
+        .permits(2)
+        .acquire()
+        .await;
+    assert!(
+        matches!(permits, Err(Error::InvalidOptions { .. })),
+        "read with permits: {permits:?}"
+    );
+    let fenced = locks.lock("options", LONG).read().fenced().acquire().await;
+    assert!(
+        matches!(fenced, Err(Error::InvalidOptions { .. })),
+        "read with fenced: {fenced:?}"
+    );
+}
