@@ -149,26 +149,8 @@ impl LockOptions {
                 self.permits
             ));
         }
-        if self.read && self.permits > 1 {
-            return invalid(format!(
-                "a read lock is already shared by any number of readers, and {} permits would \
-                 make it a semaphore as well; drop permits() or read()",
-                self.permits
-            ));
-        }
-        if self.read && self.fenced {
-            return invalid(
-                "fencing tokens order the writers of a name, and readers hold it together, so a \
-                 reader's token could not tell a stale holder from a current one; drop fenced() \
-                 or read()"
-                    .to_owned(),
-            );
-        }
-        if self.read && !manager.store().read_mode() {
-            return Err(Error::ReadUnsupported {
-                key: key.to_owned(),
-                store: manager.store().name(),
-            });
+        if self.read {
+            self.check_reader(key, manager)?;
         }
         if self.fenced && !manager.store().fencing() {
             return Err(Error::FencingUnsupported {
@@ -178,6 +160,43 @@ impl LockOptions {
         if self.shared && !manager.is_shared() {
             return Err(Error::NotShared {
                 key: key.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl LockOptions {
+    /// The checks only a reader needs; out of line, so a plain lock's check
+    /// stays small.
+    #[cold]
+    #[inline(never)]
+    fn check_reader(&self, key: &str, manager: &LockManager) -> Result<()> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidOptions {
+                key: key.to_owned(),
+                reason,
+            })
+        };
+        if self.permits > 1 {
+            return invalid(format!(
+                "a read lock is already shared by any number of readers, and {} permits would \
+                 make it a semaphore as well; drop permits() or read()",
+                self.permits
+            ));
+        }
+        if self.fenced {
+            return invalid(
+                "fencing tokens order the writers of a name, and readers hold it together, so a \
+                 reader's token could not tell a stale holder from a current one; drop fenced() \
+                 or read()"
+                    .to_owned(),
+            );
+        }
+        if !manager.store().read_mode() {
+            return Err(Error::ReadUnsupported {
+                key: key.to_owned(),
+                store: manager.store().name(),
             });
         }
         Ok(())

@@ -157,8 +157,8 @@ impl Wakers {
         if let Some(waker) = self.first {
             waker.wake();
         }
-        for waker in self.more {
-            waker.wake();
+        if !self.more.is_empty() {
+            self.more.into_iter().for_each(Waker::wake);
         }
     }
 }
