@@ -33,12 +33,16 @@
 //! ```
 
 mod declared;
+mod problems;
+mod verify;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{OnceLock, PoisonError, RwLock};
 
-pub use self::declared::{DeclaredLock, Problem, Problems, declared, verify};
+pub use self::declared::{DeclaredLock, declared};
+pub use self::problems::{Problem, Problems};
+pub use self::verify::verify;
 /// Re-exported where `#[locked]`'s catalogue used to name it.
 pub use crate::OnContended;
 use crate::{Error, LockManager, Result};
