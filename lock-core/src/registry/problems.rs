@@ -26,6 +26,14 @@ pub enum Problem {
         /// The `shared` declaration.
         lock: &'static DeclaredLock,
     },
+    /// A function declared `read` uses a manager whose store keeps no
+    /// readers ([`LockStore::read_mode`](crate::LockStore::read_mode) is
+    /// false): each call would fail with
+    /// [`Error::ReadUnsupported`](crate::Error::ReadUnsupported).
+    ReadUnsupported {
+        /// The `read` declaration.
+        lock: &'static DeclaredLock,
+    },
     /// Several functions declare the same literal lock name (on the same
     /// manager) with different TTLs, so the lease's length depends on which
     /// one runs.
@@ -79,22 +87,24 @@ impl std::fmt::Display for Problem {
                 )
             }
             Problem::NotShared { lock } => {
-                let (manager, install) = match lock.manager {
-                    Some(name) => (
-                        format!("the lock manager `{name}`"),
-                        format!("`lock_core::registry::install_named(\"{name}\", manager)`"),
-                    ),
-                    None => (
-                        "the default lock manager".to_owned(),
-                        "`lock_core::registry::install(manager)`".to_owned(),
-                    ),
-                };
+                let (manager, install) = manager_and_install(lock);
                 write!(
                     f,
                     "`{}` ({}:{}) is declared `shared`, but {manager} keeps its locks in this \
                      process only, so every call would fail with `NotShared`; install a manager \
                      over a shared store (such as Redis) with {install} at startup, or use \
                      `declared_shared()` if the application truly runs as one process",
+                    lock.function, lock.file, lock.line
+                )
+            }
+            Problem::ReadUnsupported { lock } => {
+                let (manager, install) = manager_and_install(lock);
+                write!(
+                    f,
+                    "`{}` ({}:{}) is declared `read`, but the store of {manager} keeps no \
+                     readers, so every call would fail with `ReadUnsupported`; install a \
+                     manager over a store that keeps readers with {install} at startup, or \
+                     drop `read` to take the plain lock",
                     lock.function, lock.file, lock.line
                 )
             }
@@ -127,6 +137,21 @@ impl std::fmt::Display for Problem {
                 )
             }
         }
+    }
+}
+
+/// How a problem names the manager `lock` uses, and the call that installs
+/// it.
+fn manager_and_install(lock: &DeclaredLock) -> (String, String) {
+    match lock.manager {
+        Some(name) => (
+            format!("the lock manager `{name}`"),
+            format!("`lock_core::registry::install_named(\"{name}\", manager)`"),
+        ),
+        None => (
+            "the default lock manager".to_owned(),
+            "`lock_core::registry::install(manager)`".to_owned(),
+        ),
     }
 }
 

@@ -26,7 +26,9 @@ use super::{manager, manager_named};
 /// installed; one literal lock name declared with different TTLs (one
 /// problem per name, listing every declaration); one name declared with
 /// different `permits`; a `shared` function whose
-/// manager is not [shared](crate::LockManager::is_shared).
+/// manager is not [shared](crate::LockManager::is_shared); a `read` function
+/// whose manager's store keeps no readers
+/// ([`LockStore::read_mode`](crate::LockStore::read_mode)).
 ///
 /// Every check looks at the manager a call would use at this moment: the
 /// named one, or [`manager`](super::manager) for functions that name none (so, with nothing
@@ -37,10 +39,12 @@ pub fn verify() -> std::result::Result<(), Problems> {
     // Exactly what a call would resolve right now: inside `with_manager`
     // that is the override, for named managers too.
     let installed = |name: &str| manager_named(name).is_ok();
-    let shared = |named: Option<&str>| match named {
-        Some(name) => manager_named(name).ok().map(|manager| manager.is_shared()),
-        None => Some(manager().is_shared()),
+    let resolve = |named: Option<&str>| match named {
+        Some(name) => manager_named(name).ok(),
+        None => Some(manager()),
     };
+    let shared = |named: Option<&str>| resolve(named).map(|manager| manager.is_shared());
+    let reads = |named: Option<&str>| resolve(named).map(|manager| manager.store().read_mode());
     let declared = declared();
     let mut problems = Vec::new();
     // Locks on the default manager, with none installed: each would run on
@@ -55,7 +59,7 @@ pub fn verify() -> std::result::Result<(), Problems> {
             declarations: on_default,
         });
     }
-    problems.extend(problems_in(&declared, &installed, &shared));
+    problems.extend(problems_in(&declared, &installed, &shared, &reads));
     if problems.is_empty() {
         Ok(())
     } else {
@@ -66,12 +70,14 @@ pub fn verify() -> std::result::Result<(), Problems> {
 /// The checks behind [`verify`], over any set of declarations.
 ///
 /// `installed(name)` says whether a call naming that manager would find one;
-/// `shared(manager)` whether the manager a declaration uses is shared, `None`
-/// when it cannot be resolved (a missing manager, reported apart).
+/// `shared(manager)` whether the manager a declaration uses is shared, and
+/// `reads(manager)` whether its store keeps readers, each `None` when the
+/// manager cannot be resolved (a missing manager, reported apart).
 fn problems_in(
     declared: &[&'static DeclaredLock],
     installed: &dyn Fn(&str) -> bool,
     shared: &dyn Fn(Option<&str>) -> Option<bool>,
+    reads: &dyn Fn(Option<&str>) -> Option<bool>,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     for lock in declared {
@@ -83,6 +89,9 @@ fn problems_in(
         }
         if lock.options.shared && shared(lock.manager) == Some(false) {
             problems.push(Problem::NotShared { lock });
+        }
+        if lock.options.read && reads(lock.manager) == Some(false) {
+            problems.push(Problem::ReadUnsupported { lock });
         }
     }
     // One lock (literal name, manager) declared with more than one TTL is
@@ -170,7 +179,21 @@ mod tests {
         }))
     }
 
+    fn leak_read(function: &'static str, manager: Option<&'static str>) -> &'static DeclaredLock {
+        Box::leak(Box::new(DeclaredLock {
+            options: LockOptions {
+                read: true,
+                ..LockOptions::DEFAULT
+            },
+            ..*leak(Some(function), function, 10, manager)
+        }))
+    }
+
     fn all_shared(_: Option<&str>) -> Option<bool> {
+        Some(true)
+    }
+
+    fn all_read(_: Option<&str>) -> Option<bool> {
         Some(true)
     }
 
@@ -183,7 +206,7 @@ mod tests {
             leak(Some("b"), "app::b", 10, Some("reports")),
             leak(Some("c"), "app::c", 10, None),
         ];
-        let problems = problems_in(&declared, &|name| name == "reports", &all_shared);
+        let problems = problems_in(&declared, &|name| name == "reports", &all_shared, &all_read);
         assert_eq!(problems.len(), 1, "only billing is missing: {problems:?}");
         let text = problems[0].to_string();
         assert!(
@@ -203,7 +226,7 @@ mod tests {
             leak(None, "app::e", 30, None),
             leak(None, "app::f", 40, None),
         ];
-        let problems = problems_in(&declared, &|_| true, &all_shared);
+        let problems = problems_in(&declared, &|_| true, &all_shared, &all_read);
         assert_eq!(
             problems.len(),
             1,
@@ -227,7 +250,7 @@ mod tests {
                 leak(Some("nightly"), "app::b", ttls[1], None),
                 leak(Some("nightly"), "app::c", ttls[2], None),
             ];
-            let problems = problems_in(&declared, &|_| true, &all_shared);
+            let problems = problems_in(&declared, &|_| true, &all_shared, &all_read);
             assert_eq!(problems.len(), 1, "ttls {ttls:?}: {problems:?}");
             let text = problems[0].to_string();
             for function in ["`app::a`", "`app::b`", "`app::c`"] {
@@ -257,7 +280,7 @@ mod tests {
             with_permits("app::b", 4),
             leak(Some("other"), "app::c", 10, None),
         ];
-        let problems = problems_in(&declared, &|_| true, &all_shared);
+        let problems = problems_in(&declared, &|_| true, &all_shared, &all_read);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(matches!(problems[0], Problem::ConflictingPermits { .. }));
         let text = problems[0].to_string();
@@ -268,7 +291,7 @@ mod tests {
             "names the lock and both counts: {text}"
         );
         let agreeing = [with_permits("app::a", 3), with_permits("app::b", 3)];
-        assert!(problems_in(&agreeing, &|_| true, &all_shared).is_empty());
+        assert!(problems_in(&agreeing, &|_| true, &all_shared, &all_read).is_empty());
     }
 
     // Agreeing declarations must not be flagged, or verify becomes noise.
@@ -279,7 +302,7 @@ mod tests {
             leak(Some("nightly"), "app::b", 10, None),
         ];
         assert!(
-            problems_in(&declared, &|_| true, &all_shared).is_empty(),
+            problems_in(&declared, &|_| true, &all_shared, &all_read).is_empty(),
             "same name, same ttl"
         );
     }
@@ -301,13 +324,13 @@ mod tests {
             Some("redis") => Some(true),
             Some(_) => None,
         };
-        let problems = problems_in(&declared, &|name| name != "missing", &shared);
+        let problems = problems_in(&declared, &|name| name != "missing", &shared, &all_read);
         let named: Vec<&str> = problems
             .iter()
             .map(|problem| match problem {
-                Problem::NotShared { lock } | Problem::ManagerNotInstalled { lock } => {
-                    lock.function
-                }
+                Problem::NotShared { lock }
+                | Problem::ReadUnsupported { lock }
+                | Problem::ManagerNotInstalled { lock } => lock.function,
                 Problem::ConflictingTtl { declarations, .. }
                 | Problem::ConflictingPermits { declarations, .. }
                 | Problem::NoManagerInstalled { declarations } => declarations[0].function,
@@ -332,6 +355,58 @@ mod tests {
         let text = problems[1].to_string();
         assert!(
             text.contains("`local`") && text.contains("install_named(\"local\""),
+            "names the named manager and its fix: {text}"
+        );
+    }
+
+    // A `read` function whose store keeps no readers fails every call with
+    // ReadUnsupported; verify must say so at boot, for the default manager
+    // and for named ones, and leave stores that keep readers, and writers
+    // (no `read`) on any store, alone.
+    #[test]
+    fn a_read_declaration_on_a_store_that_keeps_no_readers_is_a_problem() {
+        let declared = [
+            leak_read("app::default_no_readers", None),
+            leak_read("app::named_no_readers", Some("cache")),
+            leak_read("app::named_readers", Some("readers")),
+            leak_read("app::missing", Some("missing")),
+            leak(Some("app::writer"), "app::writer", 10, Some("cache")),
+        ];
+        let reads = |manager: Option<&str>| match manager {
+            None | Some("cache") => Some(false),
+            Some("readers") => Some(true),
+            Some(_) => None,
+        };
+        let problems = problems_in(&declared, &|name| name != "missing", &all_shared, &reads);
+        let named: Vec<(&str, bool)> = problems
+            .iter()
+            .map(|problem| match problem {
+                Problem::ReadUnsupported { lock } => (lock.function, true),
+                Problem::ManagerNotInstalled { lock } => (lock.function, false),
+                other => panic!("no other problem is declared: {other}"),
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("app::default_no_readers", true),
+                ("app::named_no_readers", true),
+                ("app::missing", false)
+            ],
+            "both stores without readers, and the missing manager only as missing: {problems:?}"
+        );
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("`app::default_no_readers`")
+                && text.contains("declared `read`")
+                && text.contains("default lock manager")
+                && text.contains("registry::install(manager)")
+                && text.contains("drop `read`"),
+            "names the function, the manager and both fixes: {text}"
+        );
+        let text = problems[1].to_string();
+        assert!(
+            text.contains("`cache`") && text.contains("install_named(\"cache\""),
             "names the named manager and its fix: {text}"
         );
     }
