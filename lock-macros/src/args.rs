@@ -103,6 +103,14 @@ impl Args {
         })
     }
 
+    /// The count given for the key `name`, if any.
+    pub(crate) fn count(&self, name: &str) -> Option<&LitInt> {
+        self.values.iter().find_map(|(key, value)| match value {
+            Value::Count(count) if key.name == name => Some(count),
+            _ => None,
+        })
+    }
+
     /// Every key given, in the order written, with its value.
     pub(crate) fn given(&self) -> impl Iterator<Item = &(&'static Key, Value)> {
         self.values.iter()
@@ -368,10 +376,12 @@ mod tests {
             at_least = "30s",
             fenced,
             shared,
-            contended = "error"
+            contended = "error",
+            read
         ));
         assert!(errors.is_empty(), "no errors expected: {errors:?}");
         let value = |name: &str| args.text(name).map(LitStr::value);
+        assert!(args.flag("read").is_some(), "read");
         assert!(args.flag("renew").is_some(), "renew");
         assert!(args.flag("fenced").is_some(), "fenced");
         assert!(args.flag("shared").is_some(), "shared");
@@ -435,5 +445,6 @@ mod tests {
         assert_eq!(closest_key("atleast"), Some("at_least"), "no underscore");
         assert_eq!(closest_key("onlost"), Some("on_lost"), "no underscore");
         assert_eq!(closest_key("shard"), Some("shared"), "missing letter");
+        assert_eq!(closest_key("raed"), Some("read"), "swap in read");
     }
 }

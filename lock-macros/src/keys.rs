@@ -155,6 +155,12 @@ pub(crate) const KEYS: &[Key] = &[
         option: true,
     },
     Key {
+        name: "read",
+        kind: Kind::Flag,
+        example: "",
+        option: true,
+    },
+    Key {
         name: "crate",
         kind: Kind::Text,
         example: "\"my_lock_core\"",

@@ -68,8 +68,8 @@ use proc_macro::TokenStream;
 ///
 /// # Keys
 ///
-/// Every value is a string literal; `renew`, `fenced` and `shared` are flags
-/// with no value. Mistakes (a missing `ttl`, a misspelt key, a duration like
+/// Every value is a string literal, but `permits`, a number; `renew`,
+/// `fenced`, `shared` and `read` are flags with no value. Mistakes (a missing `ttl`, a misspelt key, a duration like
 /// `"10x"`, a placeholder that names no argument, contradictory options) are
 /// compile errors that point at the offending token and say the fix; all the
 /// mistakes in one attribute are reported in one compile.
@@ -129,8 +129,9 @@ use proc_macro::TokenStream;
 ///
 /// Each key below is the attribute form of a [`lock_core::Lock`](struct.Lock.html) builder call,
 /// with the same behaviour (the README's "Lease lifecycle" table has the
-/// guarantee of each). `renew`, `fenced` and `shared` are flags, written
-/// bare: `#[locked(ttl = "10s", renew, fenced)]`; the others take a string.
+/// guarantee of each). `renew`, `fenced`, `shared` and `read` are flags,
+/// written bare: `#[locked(ttl = "10s", renew, fenced)]`; `permits` takes a
+/// number and the others a string.
 ///
 /// ## `renew` (flag)
 ///
@@ -215,7 +216,7 @@ use proc_macro::TokenStream;
 /// `permits = 4` lets four calls hold the lock at once, fleet-wide: a
 /// semaphore ([`Lock::permits`](struct.Lock.html#method.permits)). A positive
 /// integer literal; 1, the default, is a plain lock. It cannot be combined
-/// with `fenced`. [`lock_core::registry::verify`](registry/fn.verify.html)
+/// with `fenced`, nor with `read`. [`lock_core::registry::verify`](registry/fn.verify.html)
 /// reports one name declared with different counts.
 ///
 /// ```
@@ -225,6 +226,36 @@ use proc_macro::TokenStream;
 ///     Ok(order)
 /// }
 /// ```
+///
+/// ## `read` (flag)
+///
+/// The call takes the read side of its name ([`Lock::read`](struct.Lock.html#method.read)):
+/// any number of `read` calls hold the name together, while a call without
+/// `read` on the same name (its write side) excludes readers and writers
+/// alike. For "many may read the catalogue at once; a rebuild waits for
+/// them and runs alone":
+///
+/// ```
+/// # use lock_core::locked;
+/// #[locked(name = "catalog:{id}", ttl = "30s", wait = "1s", read)]
+/// async fn show_catalog(id: u64) -> Result<String, lock_core::Error> {
+///     Ok(format!("catalog {id}"))
+/// }
+///
+/// #[locked(name = "catalog:{id}", ttl = "10m", wait = "1m")]
+/// async fn rebuild_catalog(id: u64) -> Result<(), lock_core::Error> {
+///     Ok(())
+/// }
+/// ```
+///
+/// Writers are never starved: once a writer waits, new readers wait behind
+/// it. Each reader holds a lease of its own, with its own `ttl`: a reader
+/// whose process dies holds writers off until its own lease runs out, no
+/// longer. A reader never becomes a writer, nor a writer a reader. With
+/// `permits` or `fenced` it is a compile error (readers already share the
+/// name; a fencing token orders writers). A store that keeps no readers
+/// makes the call fail with [`lock_core::Error::ReadUnsupported`](enum.Error.html#variant.ReadUnsupported);
+/// [`lock_core::registry::verify`](registry/fn.verify.html) reports such declarations at boot.
 ///
 /// # Re-entry
 ///
@@ -287,7 +318,7 @@ use proc_macro::TokenStream;
 ///     // The lease options come here as one `LockOptions` constant,
 ///     // `.with_options(OPTIONS)`: the same as the builder calls `.renew()`,
 ///     // `.max_hold(..)`, `.on_lost(..)`, `.at_least(..)`, `.fenced()`,
-///     // `.shared()`, `.on_contended(..)`.
+///     // `.shared()`, `.on_contended(..)`, `.permits(..)`, `.read()`.
 ///     //
 ///     // `run` takes the lease (`Ok(None)` when it is held: the body does
 ///     // not run), runs the body with the lease as `lock_core::current()`,
@@ -420,8 +451,9 @@ use proc_macro::TokenStream;
 /// [`lock_core::registry::declared`](registry/fn.declared.html) lists each one's name
 /// template, function path, TTL, wait, manager, lease options, file and
 /// line, and [`lock_core::registry::verify`](registry/fn.verify.html) checks them at boot (every
-/// named manager installed, no lock name declared with two TTLs, no
-/// `shared` function on a per-process manager).
+/// named manager installed, no lock name declared with two TTLs or two
+/// permit counts, no `shared` function on a per-process manager, no `read`
+/// function on a store that keeps no readers).
 ///
 /// # The guarantee
 ///

@@ -62,7 +62,8 @@ impl DeclaredLock {
     }
 
     /// The lease options the attribute gave (`renew`, `max_hold`,
-    /// `on_lost`, `at_least`, `fenced`, `shared`, `contended`), as the
+    /// `on_lost`, `at_least`, `fenced`, `shared`, `contended`, `permits`,
+    /// `read`), as the
     /// [`Lock`](crate::Lock) each call builds uses them.
     pub fn options(&self) -> &LockOptions {
         &self.options

@@ -285,4 +285,25 @@ mod tests {
             "then the function, unchanged: {tokens}"
         );
     }
+
+    // The mode is one field of the options constant, which both the call and
+    // the declared-lock record use: `read` must reach it as `read: true`,
+    // and a plain lock must leave it to the default.
+    #[test]
+    fn the_read_flag_reaches_the_options_constant() {
+        let function = quote!(
+            async fn f() {}
+        );
+        let tokens = locked(quote!(ttl = "1s", read), function.clone()).to_string();
+        assert!(!tokens.contains("compile_error"), "no errors: {tokens}");
+        assert!(
+            tokens.contains("read : true ,"),
+            "the options say read: {tokens}"
+        );
+        let tokens = locked(quote!(ttl = "1s"), function).to_string();
+        assert!(
+            !tokens.contains("read :"),
+            "a plain lock keeps the default: {tokens}"
+        );
+    }
 }

@@ -1,11 +1,11 @@
 //! The lease options: each `lock_core::LockOptions` field the attribute
 //! set, checked by its kind in the key table, then against the others
 //! (`max_hold` needs `renew`, `at_least` must fit in `ttl`, `fenced` goes
-//! with one permit only).
+//! with one permit only, `read` with neither `permits` nor `fenced`).
 
 use std::time::Duration;
 
-use syn::LitStr;
+use syn::{Ident, LitStr};
 
 use super::checked_duration;
 use crate::Errors;
@@ -27,7 +27,7 @@ pub(crate) enum Checked {
 /// The `LockOptions` fields the attribute set, each checked by its kind,
 /// then against each other: `max_hold` needs `renew`, `at_least` must fit in
 /// `ttl` (when `ttl` itself is valid, so nothing is compared with a
-/// placeholder).
+/// placeholder), `read` goes with neither `permits` nor `fenced`.
 pub(super) fn options(
     args: &Args,
     ttl: Option<Duration>,
@@ -47,6 +47,11 @@ pub(super) fn options(
                 ));
             }
             continue;
+        }
+        if let ("read", Value::Flag(read)) = (row.name, value) {
+            if read_contradicted(args, read, errors) {
+                continue;
+            }
         }
         let checked = match (&row.kind, value) {
             (Kind::Flag, _) => Some(Checked::On),
@@ -133,6 +138,31 @@ pub(super) fn options(
         }
     }
     options
+}
+
+/// Records why `read` cannot go with the other keys given, at the `read`
+/// key, and says whether it could not: readers share the name already, so
+/// `permits` (whatever its value) has nothing to count, and a fencing token
+/// orders writers, while readers hold the name together.
+fn read_contradicted(args: &Args, read: &Ident, errors: &mut Errors) -> bool {
+    let permits = args.count("permits");
+    if let Some(permits) = permits {
+        errors.push(syn::Error::new(
+            read.span(),
+            format!(
+                "`read` takes the name's read side, which any number of readers hold together, so `permits = {}` would make a semaphore of readers, which means nothing: drop `permits`, or `read`",
+                permits.base10_digits()
+            ),
+        ));
+    }
+    let fenced = args.flag("fenced").is_some();
+    if fenced {
+        errors.push(syn::Error::new(
+            read.span(),
+            "`read` takes the name's read side, which readers hold together, and a `fenced` token orders the writers of a name, one after another, so a reader's token could not tell a stale holder from a current one: drop `fenced`, or `read`",
+        ));
+    }
+    permits.is_some() || fenced
 }
 
 #[cfg(test)]
@@ -254,5 +284,70 @@ mod tests {
         );
         assert_eq!(errors.len(), 1, "at_least equal to ttl is fine: {errors:?}");
         assert!(errors[0].contains("zero `max_hold`"), "{}", errors[0]);
+    }
+
+    // `read` is the attribute form of `Lock::read`: it goes with the options
+    // a reader may have (renewal, a claim, `shared`) and reaches the
+    // settings as a flag, so the expansion writes `read: true`.
+    #[test]
+    fn read_goes_with_the_options_a_reader_may_have() {
+        let sig: Signature = syn::parse_quote!(async fn f());
+        let (checked, errors) = settings(
+            quote!(
+                ttl = "1m",
+                read,
+                renew,
+                max_hold = "1h",
+                at_least = "30s",
+                shared
+            ),
+            sig,
+        );
+        assert!(
+            errors.is_empty(),
+            "a reader may renew and claim: {errors:?}"
+        );
+        assert!(
+            matches!(checked.option("read"), Some(Checked::On)),
+            "`read` reaches the settings"
+        );
+    }
+
+    // Readers already share the name, so a count of them means nothing
+    // whatever its value, and a fencing token orders writers only. Each
+    // contradiction is its own error naming both keys and the fix, reported
+    // with the others, and `read` is left out so nothing half-valid expands.
+    #[test]
+    fn read_with_permits_or_fenced_is_refused_with_the_fix() {
+        let sig: Signature = syn::parse_quote!(async fn f());
+        for permits in [quote!(permits = 1), quote!(permits = 4)] {
+            let (checked, errors) = settings(quote!(ttl = "1m", read, #permits), sig.clone());
+            assert_eq!(errors.len(), 1, "{permits}: one mistake: {errors:?}");
+            assert!(
+                errors[0].contains("semaphore of readers")
+                    && errors[0].contains("drop `permits`, or `read`"),
+                "{permits}: says why and the fix: {}",
+                errors[0]
+            );
+            assert!(
+                checked.option("read").is_none(),
+                "{permits}: read is left out"
+            );
+        }
+        let (checked, errors) = settings(quote!(ttl = "1m", fenced, read), sig.clone());
+        assert_eq!(errors.len(), 1, "one mistake: {errors:?}");
+        assert!(
+            errors[0].contains("orders the writers")
+                && errors[0].contains("drop `fenced`, or `read`"),
+            "says why and the fix: {}",
+            errors[0]
+        );
+        assert!(checked.option("read").is_none(), "read is left out");
+        let (_, errors) = settings(quote!(ttl = "1m", read, permits = 4, fenced), sig);
+        assert_eq!(
+            errors.len(),
+            3,
+            "read with permits, read with fenced, fenced with permits: {errors:?}"
+        );
     }
 }
