@@ -172,6 +172,18 @@ async fn must_run(n: i64) -> Result<i64, Error> {
     Ok(non_negative(n)? * 2)
 }
 
+#[locked(
+    name = "catalog:{id}",
+    ttl = "30s",
+    wait = "1s",
+    read,
+    renew,
+    at_least = "1s"
+)]
+async fn read_catalog(id: u64) -> Result<String, Error> {
+    Ok(format!("catalog {id}"))
+}
+
 type AppResult<T> = Result<T, Error>;
 
 #[locked(ttl = "1m", contended = "error", renew)]
@@ -301,5 +313,21 @@ async fn run() {
         spawned.await.expect("no panic").expect("memory"),
         Some(Some(2)),
         "generic future is Send"
+    );
+
+    // A reader compiles with the options a reader may have, and its future
+    // is Send; what a store does with a reader is the runtime's to test, so
+    // the call is only built here. The catalogue records the mode, so
+    // operators and `verify()` see which functions read.
+    fn send<T: Send>(_: T) {}
+    send(read_catalog(1));
+    let reader = registry::declared()
+        .into_iter()
+        .find(|lock| lock.function().ends_with("::read_catalog"))
+        .expect("read_catalog is declared");
+    assert!(reader.options().read, "the catalogue records `read`");
+    assert!(
+        reader.options().renew && reader.options().at_least.is_some(),
+        "and the options beside it"
     );
 }
