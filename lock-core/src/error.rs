@@ -133,10 +133,12 @@ pub enum Error {
     },
 
     /// [`Lock::acquire`](crate::Lock::acquire) was called for a lock this
-    /// task already holds through [`run`](crate::Lock::run) or `#[locked]`:
-    /// waiting would be waiting for itself.
+    /// task already holds through [`run`](crate::Lock::run) or `#[locked]`,
+    /// or `run` for the other side of a name this task holds
+    /// ([`Lock::read`](crate::Lock::read)): waiting would be waiting for
+    /// itself.
     #[error(
-        "lock `{key}` is already held by this task (a `run` or `#[locked]` body it runs in); waiting for it would wait for itself: call the work directly, or use `run`, which runs re-entered work under the lease already held"
+        "lock `{key}` is already held by this task (a `run` or `#[locked]` body it runs in); waiting for it would wait for itself: call the work directly, or use `run`, which runs re-entered work under the lease already held when it is of the same side (a reader's lease never covers a writer's work, nor the reverse)"
     )]
     Reentrant {
         /// The key of the lock.

@@ -113,6 +113,7 @@ impl LockGuard {
                 lock,
                 Arc::clone(&self.token),
                 self.fence,
+                self.reader,
                 local_deadline(self.started, ttl, &*self.store),
             )
         });

@@ -57,6 +57,8 @@ struct State {
     outer: Option<Lease>,
     token: Arc<str>,
     fence: Option<u64>,
+    /// Whether this is a reader's lease ([`Lock::read`](crate::Lock::read)).
+    reader: bool,
     deadline: Mutex<Instant>,
     lost: AtomicBool,
     notify: Notify,
@@ -96,20 +98,30 @@ fn address(store: &Arc<dyn LockStore>) -> usize {
 
 /// Whether this task runs under a lease of the lock keyed `key` on `store`:
 /// inside its `run` or `#[locked]` body, at any depth of nesting.
-pub(crate) fn held_by_this_task(store: &Arc<dyn LockStore>, key: &str) -> bool {
+pub(crate) fn held_by_this_task(store: &Arc<dyn LockStore>, key: &str) -> Option<Side> {
     let store = address(store);
     CURRENT
         .try_with(|lease| {
             let mut next = Some(lease);
             while let Some(lease) = next {
                 if lease.state.lock.store == store && *lease.state.lock.key == *key {
-                    return true;
+                    return Some(Side {
+                        reader: lease.state.reader,
+                    });
                 }
                 next = lease.state.outer.as_ref();
             }
-            false
+            None
         })
-        .unwrap_or(false)
+        .ok()
+        .flatten()
+}
+
+/// The side of a name a task holds it on ([`held_by_this_task`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Side {
+    /// The read side ([`Lock::read`](crate::Lock::read)), or else the write side.
+    pub(crate) reader: bool,
 }
 
 impl Lease {
@@ -118,6 +130,7 @@ impl Lease {
         lock: LockId,
         token: Arc<str>,
         fence: Option<u64>,
+        reader: bool,
         deadline: Instant,
     ) -> Lease {
         Lease {
@@ -127,6 +140,7 @@ impl Lease {
                 outer: current(),
                 token,
                 fence,
+                reader,
                 deadline: Mutex::new(deadline),
                 lost: AtomicBool::new(false),
                 notify: Notify::new(),

@@ -106,6 +106,7 @@ mod error;
 mod giveback;
 mod guard;
 mod holder;
+mod inspect;
 mod key;
 mod lease;
 mod lock;

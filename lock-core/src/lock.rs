@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::acquire::{self, Outcome, Target};
-use crate::key::{is_permit_key, joined, permit_key};
-use crate::lease::held_by_this_task;
+use crate::key::{is_permit_key, joined};
+use crate::lease::{Side, held_by_this_task};
 use crate::metrics::{self, Labels};
 use crate::store::validate_ttl;
 use crate::{
@@ -52,7 +52,7 @@ use crate::{
 pub struct Lock {
     /// The manager, key, TTL, wait and options: what taking the lock and
     /// supervising its work read, lent to them whole.
-    target: Target,
+    pub(crate) target: Target,
     /// Where the name starts in the key.
     name_at: usize,
 }
@@ -285,10 +285,8 @@ impl Lock {
     ///   before the request was sent, has passed): no guard for a lease
     ///   that may already be someone else's; the lease is given back.
     pub async fn acquire(&self) -> Result<Option<LockGuard>> {
-        if self.reentered() {
-            return Err(Error::Reentrant {
-                key: self.target.key.to_string(),
-            });
+        if self.held_here().is_some() {
+            return Err(self.reentrant());
         }
         match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(Some(guard)),
@@ -382,9 +380,13 @@ impl Lock {
         W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
-        if self.reentered() {
+        if let Some(side) = self.held_here() {
             // This task holds the lock already: the work runs under that
-            // lease, neither taking nor giving back another.
+            // lease, neither taking nor giving back another; unless it is
+            // the other side of the name (see `read`).
+            if !self.same_side(side) {
+                return Err(E::from(self.reentrant()));
+            }
             tracing::debug!(key = %self.target.key, "lock re-entered: the work runs under the lease this task holds");
             return work.await.map(Some);
         }
@@ -435,7 +437,10 @@ impl Lock {
         W: Future<Output = Result<T, E>> + Unpin,
         E: From<Error>,
     {
-        if self.reentered() {
+        if let Some(side) = self.held_here() {
+            if !self.same_side(side) {
+                return Err(E::from(self.reentrant()));
+            }
             tracing::debug!(key = %self.target.key, "lock re-entered: the work runs under the lease this task holds");
             return work.await;
         }
@@ -445,73 +450,24 @@ impl Lock {
         }
     }
 
-    /// Removes the lease whoever holds it (every permit's, for a
-    /// semaphore). `Ok(true)` if there was one.
-    ///
-    /// For operators and tests: the holder is not told, and its work goes on
-    /// alongside whoever takes the lock next.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
-    /// store fails.
-    pub async fn force_release(&self) -> Result<bool> {
-        self.validate_name()?;
-        let store = self.target.manager.store();
-        let mut released = false;
-        for slot in 0..self.target.options.permits.max(1) {
-            released |= store
-                .force_release(&permit_key(&self.target.key, slot))
-                .await?;
-        }
-        Ok(released)
-    }
-
-    /// Every current holder: one for a held lock, up to
-    /// [`permits`](Lock::permits) for a semaphore, none when free.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
-    /// store fails.
-    pub async fn holders(&self) -> Result<Vec<Holder>> {
-        self.validate_name()?;
-        let store = self.target.manager.store();
-        let mut holders = Vec::new();
-        for slot in 0..self.target.options.permits.max(1) {
-            holders.extend(store.holder(&permit_key(&self.target.key, slot)).await?);
-        }
-        Ok(holders)
-    }
-
-    /// Whether anybody holds the lock right now.
-    ///
-    /// # Errors
-    ///
-    /// As [`holder`](Lock::holder).
-    pub async fn is_held(&self) -> Result<bool> {
-        Ok(self.holder().await?.is_some())
-    }
-
-    /// Who holds the lock right now, and for how much longer. For a
-    /// semaphore, the first holder found ([`holders`](Lock::holders) lists
-    /// them all).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
-    /// store fails.
-    pub async fn holder(&self) -> Result<Option<Holder>> {
-        if self.target.options.permits > 1 {
-            return Ok(self.holders().await?.into_iter().next());
-        }
-        self.validate_name()?;
-        self.target.manager.store().holder(&self.target.key).await
-    }
-
-    /// Whether this task already runs under this lock's lease.
-    fn reentered(&self) -> bool {
+    /// The side this task already holds this lock's name on, if it runs
+    /// under its lease.
+    fn held_here(&self) -> Option<Side> {
         held_by_this_task(self.target.manager.store(), &self.target.key)
+    }
+
+    /// Whether `side` is the side this lock asks for: re-entered work runs
+    /// under a lease of its own side only (a reader's lease cannot cover a
+    /// writer's work, and no upgrade or downgrade is made).
+    fn same_side(&self, side: Side) -> bool {
+        side.reader == self.target.options.read
+    }
+
+    #[cold]
+    fn reentrant(&self) -> Error {
+        Error::Reentrant {
+            key: self.target.key.to_string(),
+        }
     }
 
     /// The store key: the manager's prefix followed by the name.
@@ -572,7 +528,7 @@ impl Lock {
             .check(&self.target.key, self.target.ttl, &self.target.manager)
     }
 
-    fn validate_name(&self) -> Result<()> {
+    pub(crate) fn validate_name(&self) -> Result<()> {
         if self.name().is_empty() {
             return Err(Error::InvalidName {
                 name: String::new(),
