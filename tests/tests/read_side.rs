@@ -2,6 +2,8 @@
 //! re-entry across the two sides, and what a read lock reports about its
 //! holders.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lock_core::{Error, LockManager};
@@ -105,4 +107,111 @@ async fn a_read_lock_lists_every_reader_and_each_guard_sees_its_own_lease() {
         "it was no longer ours"
     );
     drop(second);
+}
+
+/// A writer lets go while a reader, then a writer, wait for the name: one of
+/// them must have it at once. Were the reader only woken, it would find the
+/// writer queued behind it and wait behind that writer in turn, on a name
+/// nobody holds, and both would sleep out their whole wait.
+#[tokio::test(start_paused = true)]
+async fn a_free_name_is_not_left_idle_while_a_writer_and_a_reader_wait() {
+    let locks = LockManager::memory();
+    let (ttl, wait) = (Duration::from_secs(30), Duration::from_secs(20));
+    let holder = locks
+        .lock("k", ttl)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let started = tokio::time::Instant::now();
+    let reader = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let guard = locks.lock("k", ttl).wait_for(wait).read().acquire().await;
+            (guard.expect("acquire").is_some(), started.elapsed())
+        }
+    });
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    let writer = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let guard = locks.lock("k", ttl).wait_for(wait).acquire().await;
+            (guard.expect("acquire").is_some(), started.elapsed())
+        }
+    });
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    assert!(holder.release().await.expect("release"));
+    let (read, read_at) = reader.await.expect("reader task");
+    let (wrote, wrote_at) = writer.await.expect("writer task");
+    assert!(read && wrote, "both get the name within their wait");
+    assert!(
+        wrote_at < Duration::from_secs(1),
+        "the writer got the name after {wrote_at:?} (the reader after {read_at:?}), though it was free from the start"
+    );
+}
+
+/// Readers wait behind a short writer whose release lands at a varying
+/// moment around the end of their naps, on four threads: every reader's
+/// guard must stand for a lease the store has. (A lease handed to a
+/// reader's last round, unseen, once took its new round's lease with it as
+/// it was given back, and a writer then got in beside that reader.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_reader_guard_stands_for_a_lease_when_handovers_race_retries() {
+    let locks = LockManager::memory();
+    let missing = Arc::new(AtomicUsize::new(0));
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut rounds = 0u64;
+    while std::time::Instant::now() < deadline {
+        rounds += 1;
+        let writer = locks
+            .lock("k", Duration::from_millis(3))
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let readers: Vec<_> = (0..12)
+            .map(|_| {
+                let (locks, missing) = (locks.clone(), Arc::clone(&missing));
+                tokio::spawn(async move {
+                    let guard = locks
+                        .lock("k", Duration::from_secs(10))
+                        .wait_for(Duration::from_secs(2))
+                        .read()
+                        .acquire()
+                        .await
+                        .expect("acquire")
+                        .expect("a reader gets in within its wait");
+                    if !guard.is_still_held().await.expect("check") {
+                        missing.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    guard.release().await.expect("release");
+                })
+            })
+            .collect();
+        let jitter = Duration::from_micros(2500 + (rounds * 7919 % 2500));
+        let writer = tokio::task::spawn_blocking(move || {
+            let until = std::time::Instant::now() + jitter;
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            writer
+        })
+        .await
+        .expect("releasing thread");
+        let _released = writer.release().await.expect("release");
+        for reader in readers {
+            reader.await.expect("reader task");
+        }
+    }
+    let missing = missing.load(Ordering::SeqCst);
+    eprintln!("{rounds} rounds, {missing} reader guards without a lease");
+    assert_eq!(
+        missing, 0,
+        "reader guards without a lease in {rounds} rounds"
+    );
 }

@@ -126,7 +126,7 @@ impl MemoryStore {
             expires,
             fence: fence.unwrap_or(0),
         };
-        self.table.with_shard(request.key, |shard, hash| {
+        self.table.with_shard_waking(request.key, |shard, hash| {
             let entry = shard.slots.entry(
                 hash,
                 |slot| &*slot.key == request.key,
@@ -138,12 +138,20 @@ impl MemoryStore {
                     if slot.admits(request.read, now) {
                         let fence = next_fence(&self.table.fence, request.fenced);
                         slot.take(request.read, lease(fence), now);
-                        Attempt::Acquired { fence }
+                        (Attempt::Acquired { fence }, Wakers::default())
                     } else {
-                        Attempt::Held {
+                        let held = Attempt::Held {
                             remaining: Some(slot.blocked_for(now)),
                             wakeup: request.wake.then(|| slot.wakeup(&self.table, &request)),
-                        }
+                        };
+                        // A reader held off by a waiting writer alone, on a
+                        // key nobody holds: that writer must hear so.
+                        let wakers = if request.read && slot.is_free(now) {
+                            slot.hand_on(now, &self.table.fence, true)
+                        } else {
+                            Wakers::default()
+                        };
+                        (held, wakers)
                     }
                 }
                 Entry::Vacant(vacant) => {
@@ -158,7 +166,7 @@ impl MemoryStore {
                         Slot::new(key, lease(fence))
                     });
                     shard.after_insert(now);
-                    Attempt::Acquired { fence }
+                    (Attempt::Acquired { fence }, Wakers::default())
                 }
             }
         })

@@ -174,8 +174,11 @@ impl Waiter {
     /// `due`, otherwise only woken to try again. Returns its waker.
     fn take_turn(&self, due: bool, hand: &mut impl FnMut(&Grant, bool) -> Woken) -> Option<Waker> {
         let mut state = self.state();
+        // A reader is handed the key whether or not the turn is due: only
+        // woken, its retry would find the writers queued behind it and wait
+        // behind them, on a key nobody holds.
         state.woken = Some(match &self.grant {
-            Some(grant) if due => hand(grant, self.reader),
+            Some(grant) if due || self.reader => hand(grant, self.reader),
             _ => Woken::Released,
         });
         state.waker.take()

@@ -47,12 +47,22 @@ impl Readers {
         Some(self.leases.swap_remove(at))
     }
 
-    /// Takes away the lease written under the very token `token` holds, as
+    /// Takes away one lease written under the very token `token` holds, as
     /// a waiter's grant was written; returns whether there was one.
+    ///
+    /// One: the task may hold a second under the same token, taken by its
+    /// own next attempt while the grant went unseen, and its guard stands
+    /// for that one. The one that ends first goes, so the lease kept lasts
+    /// at least as long as the guard counts on (from its attempt's send).
     pub(super) fn remove_stored(&mut self, token: &super::token::StoredToken) -> bool {
-        let before = self.leases.len();
-        self.leases.retain(|lease| lease.token != *token);
-        self.leases.len() != before
+        let first_to_end = self
+            .leases
+            .iter()
+            .enumerate()
+            .filter(|(_, lease)| lease.token == *token)
+            .min_by_key(|(_, lease)| lease.expires)
+            .map(|(at, _)| at);
+        first_to_end.map(|at| self.leases.swap_remove(at)).is_some()
     }
 }
 
@@ -254,5 +264,94 @@ mod tests {
         assert!(store.force_release_sync("k"));
         assert!(readers(&store).is_empty());
         assert!(acquired(&acquire(&store, "k", "w", TTL)));
+    }
+
+    /// What a waiting `Lock`'s next round sends: the same token, waking,
+    /// asking to be handed the key, its last round's wakeup still alive.
+    fn retry(store: &MemoryStore, token: &str, reader: bool) -> Attempt {
+        let mut request = AcquireRequest::new("k", token, TTL).waking();
+        request.read = reader;
+        request.local.grant = true;
+        store.try_acquire(request)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_only_woken_ahead_of_a_queued_writer_does_not_leave_the_key_idle() {
+        // w0 writes; r queues, then w behind r. w0 lets go before a handoff
+        // is due. Were r only woken, its retry would be refused (a writer
+        // waits) and r would queue behind w, with the key free and nobody
+        // waking w: both would sleep out their naps on an idle key.
+        let store = MemoryStore::new();
+        assert!(acquired(&acquire(&store, "k", "w0", TTL)));
+        let mut r = wait(&store, "r", true);
+        let mut w = wait(&store, "w", false);
+        assert!(store.release_sync("k", "w0"));
+        let woken = r.woken_now();
+        let again = if matches!(woken, Some(Woken::Granted { .. })) {
+            None
+        } else {
+            Some(retry(&store, "r", true))
+        };
+        drop(r);
+        let reading = !readers(&store).is_empty();
+        assert!(
+            reading || w.woken_now().is_some(),
+            "the key is free, yet neither r ({woken:?}, retry {again:?}) nor w has it coming"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_refused_only_for_a_queued_writer_wakes_it_when_the_key_is_free() {
+        // A reader that only asks to be woken (a direct store caller) can be
+        // refused for a writer that waits, on a key nobody holds: that
+        // writer must hear the key is free, or it sleeps out its nap.
+        let store = MemoryStore::new();
+        assert!(acquired(&acquire(&store, "k", "w0", TTL)));
+        let mut request = AcquireRequest::new("k", "r", TTL).waking().reading();
+        request.local.grant = false;
+        let Attempt::Held {
+            wakeup: Some(mut r),
+            ..
+        } = store.try_acquire(request)
+        else {
+            panic!("r waits behind w0");
+        };
+        let mut w = wait(&store, "w", false);
+        assert!(store.release_sync("k", "w0"));
+        assert!(matches!(r.woken_now(), Some(Woken::Released)));
+        let again = store.try_acquire(AcquireRequest::new("k", "r", TTL).waking().reading());
+        assert!(!acquired(&again), "a writer waits: r waits behind it");
+        assert!(
+            w.woken_now().is_some(),
+            "the key is free and w waits first: w must be woken or handed it"
+        );
+        drop(r);
+    }
+
+    #[test]
+    fn a_readers_handover_and_its_own_retry_leave_it_exactly_one_lease() {
+        // r's nap ends; another thread's release hands r's old waiter a
+        // reader lease under r's token, and r's next attempt is admitted
+        // too. The old wakeup, never seen, gives one lease back as it drops:
+        // one, not every lease under r's token, or r's guard holds nothing
+        // and a writer gets in while r reads.
+        let store = MemoryStore::new();
+        assert!(acquired(&acquire(&store, "k", "w", TTL)));
+        let r = wait(&store, "r", true);
+        std::thread::sleep(super::super::queue::FAIR_EVERY + Duration::from_millis(1));
+        assert!(store.release_sync("k", "w"));
+        assert_eq!(readers(&store), ["r"], "r was handed the key");
+        assert!(
+            acquired(&retry(&store, "r", true)),
+            "r's own attempt is admitted"
+        );
+        drop(r);
+        assert_eq!(readers(&store), ["r"], "the guard's lease is still there");
+        assert!(
+            !acquired(&acquire(&store, "k", "w2", TTL)),
+            "no writer gets in while r reads"
+        );
+        assert!(store.release_sync("k", "r"));
+        assert!(readers(&store).is_empty(), "and r's release leaves nothing");
     }
 }
