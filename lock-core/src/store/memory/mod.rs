@@ -48,7 +48,6 @@ use hashbrown::hash_table::Entry;
 use tokio::time::Instant;
 
 use self::lease::Lease;
-use self::queue::Wakers;
 use self::table::{MAX_TTL, Slot, Table, expiry, next_fence};
 use self::token::StoredToken;
 use super::kit::check_lease;
@@ -126,7 +125,10 @@ impl MemoryStore {
             expires,
             fence: fence.unwrap_or(0),
         };
-        self.table.with_shard_waking(request.key, |shard, hash| {
+        // A waker to wake once the shard lock drops: only ever for a reader
+        // held off by a waiting writer alone (below).
+        let mut deferred = None;
+        let attempt = self.table.with_shard(request.key, |shard, hash| {
             let entry = shard.slots.entry(
                 hash,
                 |slot| &*slot.key == request.key,
@@ -138,7 +140,7 @@ impl MemoryStore {
                     if slot.admits(request.read, now) {
                         let fence = next_fence(&self.table.fence, request.fenced);
                         slot.take(request.read, lease(fence), now);
-                        (Attempt::Acquired { fence }, Wakers::default())
+                        Attempt::Acquired { fence }
                     } else {
                         let held = Attempt::Held {
                             remaining: Some(slot.blocked_for(now)),
@@ -146,12 +148,10 @@ impl MemoryStore {
                         };
                         // A reader held off by a waiting writer alone, on a
                         // key nobody holds: that writer must hear so.
-                        let wakers = if request.read && slot.is_free(now) {
-                            slot.hand_on(now, &self.table.fence, true)
-                        } else {
-                            Wakers::default()
-                        };
-                        (held, wakers)
+                        if request.read && slot.is_free(now) {
+                            deferred = slot.hand_on(now, &self.table.fence, true);
+                        }
+                        held
                     }
                 }
                 Entry::Vacant(vacant) => {
@@ -166,10 +166,14 @@ impl MemoryStore {
                         Slot::new(key, lease(fence))
                     });
                     shard.after_insert(now);
-                    (Attempt::Acquired { fence }, Wakers::default())
+                    Attempt::Acquired { fence }
                 }
             }
-        })
+        });
+        if let Some(waker) = deferred {
+            waker.wake();
+        }
+        attempt
     }
 
     /// Compare-and-delete; also the synchronous path for dropped guards.
@@ -177,7 +181,7 @@ impl MemoryStore {
         let now = Instant::now();
         self.table.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return (false, Wakers::default());
+                return (false, None);
             };
             let slot = found.get_mut();
             let ours = slot
@@ -186,7 +190,7 @@ impl MemoryStore {
                 .is_some_and(|lease| lease.token.is(token));
             if !ours {
                 if slot.readers.is_none() {
-                    return (false, Wakers::default());
+                    return (false, None);
                 }
                 let released = slot.release_reader(token, now, &self.table.fence);
                 if slot.is_garbage(now) {
@@ -234,7 +238,7 @@ impl MemoryStore {
         let now = Instant::now();
         self.table.with_shard_waking(key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| &*slot.key == key) else {
-                return (false, Wakers::default());
+                return (false, None);
             };
             let slot = found.get_mut();
             let was_live = !slot.is_free(now);

@@ -118,48 +118,42 @@ impl Queue {
         now: Instant,
         passed_on: bool,
         mut hand: impl FnMut(&Grant, bool) -> Woken,
-    ) -> Wakers {
-        let Some(first) = self.waiters.pop_front() else {
-            return Wakers::default();
-        };
+    ) -> Option<Waker> {
+        let first = self.waiters.pop_front()?;
         let due = passed_on || now >= self.fair_at;
-        let mut wakers = Wakers {
-            first: first.take_turn(due, &mut hand),
-            more: Vec::new(),
-        };
-        if first.reader {
+        let mut waker = first.take_turn(due, &mut hand);
+        if first.reader && self.waiters.front().is_some_and(|waiter| waiter.reader) {
+            let mut batch: Vec<Waker> = waker.into_iter().collect();
             while self.waiters.front().is_some_and(|waiter| waiter.reader) {
                 let Some(next) = self.waiters.pop_front() else {
                     break;
                 };
-                wakers.more.extend(next.take_turn(due, &mut hand));
+                batch.extend(next.take_turn(due, &mut hand));
             }
+            waker = Some(Waker::from(Arc::new(Batch(batch))));
         }
         if due && first.grant.is_some() {
             self.fair_at = now + FAIR_EVERY;
         }
-        wakers
+        waker
     }
 }
 
-/// The wakers a release took off the queue, to wake once the shard lock
-/// drops: one, or several readers let in together.
-#[derive(Default)]
-pub(super) struct Wakers {
-    first: Option<Waker>,
-    more: Vec<Waker>,
-}
+/// The wakers of readers a release lets in together, as one waker: a
+/// release's wake-up stays one `Option<Waker>`, as small as it was before
+/// there were readers, and only a batch of readers pays for this.
+struct Batch(Vec<Waker>);
 
-impl Wakers {
-    /// Wakes them all; call with no lock held.
-    #[inline]
-    pub(super) fn wake(self) {
-        if let Some(waker) = self.first {
-            waker.wake();
+impl std::task::Wake for Batch {
+    fn wake(self: Arc<Self>) {
+        match Arc::try_unwrap(self) {
+            Ok(batch) => batch.0.into_iter().for_each(Waker::wake),
+            Err(shared) => shared.wake_by_ref(),
         }
-        if !self.more.is_empty() {
-            self.more.into_iter().for_each(Waker::wake);
-        }
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.iter().for_each(Waker::wake_by_ref);
     }
 }
 

@@ -5,14 +5,14 @@ use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::lease::Lease;
-use super::queue::{Grant, Queue, Waiter, Wakers};
+use super::queue::{Grant, Queue, Waiter};
 use super::readers::Readers;
 use super::token::StoredToken;
 use crate::store::{AcquireRequest, Wakeup, Woken};
@@ -175,20 +175,20 @@ impl Slot {
 
     /// Gives back the lease of the reader whose token is `token`, if it has
     /// one here; the last live reader to go hands the key on. Returns
-    /// whether that lease was still live, and the wakers to wake.
+    /// whether that lease was still live, and the waker to wake.
     #[cold]
     pub(super) fn release_reader(
         &mut self,
         token: &str,
         now: Instant,
         fences: &AtomicU64,
-    ) -> (bool, Wakers) {
+    ) -> (bool, Option<Waker>) {
         let Some(lease) = self
             .readers
             .as_mut()
             .and_then(|readers| readers.remove(token))
         else {
-            return (false, Wakers::default());
+            return (false, None);
         };
         (lease.live_at(now), self.hand_on(now, fences, false))
     }
@@ -212,10 +212,10 @@ impl Slot {
     /// Returns the waiter's waker, and whether the slot can go: without a
     /// waiter, it holds nothing any more.
     #[inline]
-    pub(super) fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Wakers, bool) {
+    pub(super) fn vacate(&mut self, now: Instant, fences: &AtomicU64) -> (Option<Waker>, bool) {
         self.lease = None;
         if !self.has_waiters() {
-            return (Wakers::default(), !self.readers_live(now));
+            return (None, !self.readers_live(now));
         }
         (self.hand_on(now, fences, false), false)
     }
@@ -228,11 +228,16 @@ impl Slot {
     /// Only when the first waiter could have the key now (see
     /// [`admits`](Slot::admits)): a writer once nobody holds it, readers
     /// once no writer does.
-    pub(super) fn hand_on(&mut self, now: Instant, fences: &AtomicU64, passed_on: bool) -> Wakers {
+    pub(super) fn hand_on(
+        &mut self,
+        now: Instant,
+        fences: &AtomicU64,
+        passed_on: bool,
+    ) -> Option<Waker> {
         let writer_live = self.live_lease(now).is_some();
         let readers_live = self.readers_live(now);
         let Some(queue) = self.waiters.as_mut() else {
-            return Wakers::default();
+            return None;
         };
         let admissible = match queue.first_is_reader() {
             None => false,
@@ -240,7 +245,7 @@ impl Slot {
             Some(false) => !writer_live && !readers_live,
         };
         if !admissible {
-            return Wakers::default();
+            return None;
         }
         let (lease, readers) = (&mut self.lease, &mut self.readers);
         queue.take_first(now, passed_on, |grant, reader| {
@@ -328,7 +333,7 @@ impl Drop for Queued {
         let fences = &self.table.fence;
         self.table.with_shard_waking(&self.key, |shard, hash| {
             let Ok(mut found) = shard.slots.find_entry(hash, |slot| slot.key == self.key) else {
-                return ((), Wakers::default());
+                return ((), None);
             };
             let slot = found.get_mut();
             let waker = match self.waiter.woken() {
@@ -339,12 +344,12 @@ impl Drop for Queued {
                     if !self.waiter.is_reader() && slot.reader_waits_first() {
                         slot.hand_on(now, fences, true)
                     } else {
-                        Wakers::default()
+                        None
                     }
                 }
                 Some(Woken::Granted { .. }) => {
                     let Some(token) = self.waiter.grant_token() else {
-                        return ((), Wakers::default());
+                        return ((), None);
                     };
                     let ours = if self.waiter.is_reader() {
                         slot.readers
@@ -363,7 +368,7 @@ impl Drop for Queued {
                     if ours {
                         slot.hand_on(now, fences, true)
                     } else {
-                        Wakers::default()
+                        None
                     }
                 }
                 Some(Woken::Released) => slot.hand_on(now, fences, true),
@@ -416,10 +421,12 @@ impl Table {
     pub(super) fn with_shard_waking<R>(
         &self,
         key: &str,
-        f: impl FnOnce(&mut Shard, u64) -> (R, Wakers),
+        f: impl FnOnce(&mut Shard, u64) -> (R, Option<Waker>),
     ) -> R {
-        let (result, wakers) = self.with_shard(key, f);
-        wakers.wake();
+        let (result, waker) = self.with_shard(key, f);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
         result
     }
 
