@@ -236,9 +236,7 @@ impl Slot {
     ) -> Option<Waker> {
         let writer_live = self.live_lease(now).is_some();
         let readers_live = self.readers_live(now);
-        let Some(queue) = self.waiters.as_mut() else {
-            return None;
-        };
+        let queue = self.waiters.as_mut()?;
         let admissible = match queue.first_is_reader() {
             None => false,
             Some(true) => !writer_live,
