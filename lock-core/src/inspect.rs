@@ -14,7 +14,8 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty name;
+    /// [`Error::Store`](crate::Error::Store) when the
     /// store fails.
     pub async fn force_release(&self) -> Result<bool> {
         self.validate_name()?;
@@ -35,7 +36,8 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty name;
+    /// [`Error::Store`](crate::Error::Store) when the
     /// store fails.
     pub async fn holders(&self) -> Result<Vec<Holder>> {
         self.validate_name()?;
@@ -71,7 +73,8 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`] for an empty name; [`Error::Store`] when the
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty name;
+    /// [`Error::Store`](crate::Error::Store) when the
     /// store fails.
     pub async fn holder(&self) -> Result<Option<Holder>> {
         if self.target.options.permits > 1 {

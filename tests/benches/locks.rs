@@ -25,6 +25,8 @@ mod etcd;
 mod memcached;
 #[path = "locks/postgres.rs"]
 mod postgres;
+#[path = "locks/readers.rs"]
+mod readers;
 #[path = "locks/sentinel.rs"]
 mod sentinel;
 use redis::aio::ConnectionManager;
@@ -140,6 +142,9 @@ fn main() {
         }
         if wanted("memory-contention") {
             memory_contention(&mut rows).await;
+        }
+        if wanted("memory-readers") {
+            readers::memory_readers(&mut rows).await;
         }
         if wanted("memcached") {
             if let Some(url) = lock_tests::memcached::memcached_url() {
