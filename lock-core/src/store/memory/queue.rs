@@ -51,8 +51,12 @@ struct WaiterState {
     /// Set, under the shard lock, when a release takes the waiter off the
     /// queue.
     woken: Option<Woken>,
-    /// Whether the waiting task has read `woken`: from then on what was
-    /// handed over is its own to look after.
+    /// Whether the waiting task has read that it was handed the lease: from
+    /// then on the lease is its own to look after. A wake-up to try again is
+    /// never marked: read or not, it passes on when the waiter goes (the
+    /// task may have read it only while looking for a handover, and then
+    /// acts on it no more than on any other), which at worst wakes the next
+    /// waiter once more than needed, and never hands over a key in use.
     seen: bool,
 }
 
@@ -189,7 +193,7 @@ impl Waiter {
     pub(super) fn poll_woken(&self, cx: &mut Context<'_>) -> Poll<Woken> {
         let mut state = self.state();
         if let Some(woken) = state.woken {
-            state.seen = true;
+            state.seen = matches!(woken, Woken::Granted { .. });
             return Poll::Ready(woken);
         }
         match &mut state.waker {
@@ -199,7 +203,7 @@ impl Waiter {
         Poll::Pending
     }
 
-    /// Whether the waiting task has read what woke it.
+    /// Whether the waiting task has read that it was handed the lease.
     pub(super) fn seen(&self) -> bool {
         self.state().seen
     }
@@ -378,5 +382,27 @@ mod tests {
         let mut d = wait(&store, "k", "d", true);
         assert!(store.release_sync("k", "c"));
         assert!(matches!(d.woken_now(), Some(Woken::Released)));
+    }
+
+    #[test]
+    fn a_wake_to_retry_read_while_looking_back_for_a_handover_still_passes_on() {
+        // A waiting task's next round queues a new waiter, then looks at
+        // its last round's for a lease handed over meanwhile. A release in
+        // between only woke that old waiter to try again: the look-back must
+        // not swallow that wake-up, or the task's new waiter sleeps out its
+        // nap on a free key.
+        let store = held_by_a(TTL);
+        let mut old = wait(&store, "k", "b", true);
+        let mut new = wait(&store, "k", "b", true);
+        assert!(
+            store.release_sync("k", "a"),
+            "released before a turn is due"
+        );
+        assert!(old.granted().is_none(), "only woken, not handed the lease");
+        drop(old);
+        assert!(
+            new.woken_now().is_some(),
+            "the wake-up passes on to the task's new waiter"
+        );
     }
 }
