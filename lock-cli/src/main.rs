@@ -80,7 +80,7 @@ Examples:
 On Redis the list is read with SCAN in batches (never KEYS): locks taken or
 released while it runs may be missing or shown stale. Memcached cannot list.")]
     List {
-        /// Print a JSON array of {name, holder, remaining_ms, fence}.
+        /// Print a JSON array of {name, holder, mode, remaining_ms, fence}.
         #[arg(long)]
         json: bool,
     },
@@ -276,13 +276,15 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// "held by web-1:4242 for 9m 58s more (fence 17)".
+/// "held by web-1:4242 for 9m 58s more (fence 17)"; "read by ..." for a
+/// reader.
 fn described(holder: &Holder) -> String {
     let fence = holder
         .fence()
         .map_or_else(String::new, |fence| format!(" (fence {fence})"));
+    let verb = if holder.is_reader() { "read" } else { "held" };
     format!(
-        "held by {} for {} more{fence}",
+        "{verb} by {} for {} more{fence}",
         holder.owner(),
         show::remaining(holder.remaining_ttl())
     )

@@ -24,12 +24,13 @@ pub(crate) fn remaining(duration: Duration) -> String {
 
 /// The lines of `locks list`: a header, then one row per lock.
 pub(crate) fn table(held: &[(String, Holder)]) -> String {
-    let rows: Vec<[String; 4]> = held
+    let rows: Vec<[String; 5]> = held
         .iter()
         .map(|(name, holder)| {
             [
                 name.clone(),
                 holder.owner().to_owned(),
+                mode(holder).to_owned(),
                 remaining(holder.remaining_ttl()),
                 holder
                     .fence()
@@ -37,7 +38,7 @@ pub(crate) fn table(held: &[(String, Holder)]) -> String {
             ]
         })
         .collect();
-    let header = ["NAME", "HOLDER", "REMAINING", "FENCE"].map(str::to_owned);
+    let header = ["NAME", "HOLDER", "MODE", "REMAINING", "FENCE"].map(str::to_owned);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -47,28 +48,38 @@ pub(crate) fn table(held: &[(String, Holder)]) -> String {
     let mut out = String::new();
     for row in std::iter::once(&header).chain(&rows) {
         let line = format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}",
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}",
             row[0],
             row[1],
             row[2],
             row[3],
+            row[4],
             w0 = widths[0],
             w1 = widths[1],
             w2 = widths[2],
             w3 = widths[3],
+            w4 = widths[4],
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
     out
 }
 
-/// One lock as JSON: `name`, `holder` (`host:pid`), `remaining_ms` (`null`
-/// for no expiry), `fence` (`null` when unknown).
+/// Which side of its name a holder holds: `read` for one of its readers,
+/// `write` for its writer (a plain lock's holder).
+pub(crate) fn mode(holder: &Holder) -> &'static str {
+    if holder.is_reader() { "read" } else { "write" }
+}
+
+/// One lock as JSON: `name`, `holder` (`host:pid`), `mode` (`read` or
+/// `write`), `remaining_ms` (`null` for no expiry), `fence` (`null` when
+/// unknown).
 pub(crate) fn json_of(name: &str, holder: &Holder) -> Value {
     let remaining = holder.remaining_ttl();
     json!({
         "name": name,
         "holder": holder.owner(),
+        "mode": mode(holder),
         "remaining_ms": (remaining != Duration::MAX).then_some(remaining.as_millis() as u64),
         "fence": holder.fence(),
     })
@@ -105,10 +116,18 @@ mod tests {
                 "x".to_owned(),
                 Holder::new("someone", Duration::from_millis(900)),
             ),
+            (
+                "catalog".to_owned(),
+                Holder::new("reader", Duration::from_millis(900)).as_reader(),
+            ),
         ];
         let table = table(&held);
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 3, "{table}");
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(
+            lines[1].contains(" write ") && lines[3].contains(" read "),
+            "each row says which side it holds: {table}"
+        );
         assert!(lines[0].starts_with("NAME          HOLDER"), "{table}");
         assert!(
             lines[1].contains("web-1:4242") && lines[1].ends_with("17"),
@@ -119,5 +138,8 @@ mod tests {
         let json = json_of(&held[0].0, &held[0].1).to_string();
         assert!(!json.contains("0123456789abcdef"), "token leaked: {json}");
         assert!(json.contains("\"remaining_ms\":598000"), "{json}");
+        assert!(json.contains("\"mode\":\"write\""), "{json}");
+        let reader = json_of(&held[2].0, &held[2].1).to_string();
+        assert!(reader.contains("\"mode\":\"read\""), "{reader}");
     }
 }
