@@ -30,23 +30,19 @@ pub(super) fn acked_count(acked: i64) -> u32 {
 }
 
 impl Shared {
-    /// One script call on the lease of `key`: `EVALSHA` with the lease key
-    /// (and, with `marker`, its "somebody waits" marker), then the arguments
-    /// `args` appends.
+    /// One script call on the lease of `key`: `EVALSHA` with `keys` (the
+    /// lease key and such of its companions as the script touches), then
+    /// the arguments `args` appends.
     pub(super) async fn on_lease<T: FromRedisValue>(
         &self,
         operation: &'static str,
         key: &str,
         script: &Script,
-        marker: bool,
+        keys: &[KeyArg<'_>],
         args: impl FnOnce(&mut Cmd),
     ) -> Result<T> {
         check_key(key)?;
-        let mut call = if marker {
-            evalsha(script, &[KeyArg::lease(key), KeyArg::waiters(key)])
-        } else {
-            evalsha(script, &[KeyArg::lease(key)])
-        };
+        let mut call = evalsha(script, keys);
         args(&mut call);
         let deadline = connect::deadline(&self.config);
         self.invoke(operation, key, script, &call, deadline).await

@@ -51,6 +51,25 @@ impl<'a> KeyArg<'a> {
         }
     }
 
+    /// The readers of the read side of the lease of `key`: a sorted set of
+    /// reader tokens, each scored with when its lease ends (the server's
+    /// clock, in ms).
+    pub(super) fn readers(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: READERS_SUFFIX,
+        }
+    }
+
+    /// The "a writer waits" marker of the lease of `key`: while it lives,
+    /// new readers wait behind that writer.
+    pub(super) fn writer_waits(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: WRITER_WAITS_SUFFIX,
+        }
+    }
+
     /// The fencing counter of the lease of `key`.
     pub(super) fn fence(key: &'a str) -> Self {
         KeyArg {
@@ -159,6 +178,12 @@ pub(super) fn store_key_of(lease: &str) -> Option<String> {
 
 /// What follows a lease key in its "somebody waits" marker's key; same slot.
 const WAITERS_SUFFIX: &str = ":waiters";
+
+/// What follows a lease key in its readers' key; same slot.
+const READERS_SUFFIX: &str = ":readers";
+
+/// What follows a lease key in its "a writer waits" marker's key; same slot.
+const WRITER_WAITS_SUFFIX: &str = ":writer-waits";
 
 /// What follows a lease key in its fencing counter's key; same slot. The
 /// counter has no expiry: one that vanished would start again at 1 and hand

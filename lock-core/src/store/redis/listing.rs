@@ -49,10 +49,11 @@ impl Shared {
             .collect();
         let mut held = Vec::with_capacity(store_keys.len());
         for batch in store_keys.chunks(READS_AT_ONCE) {
-            let holders = join_all(batch.iter().map(|key| self.holder(key))).await;
-            for (key, holder) in batch.iter().zip(holders) {
-                // None: released (or expired) since the scan saw it.
-                if let Some(holder) = holder? {
+            let holders = join_all(batch.iter().map(|key| self.holders(key))).await;
+            for (key, holders) in batch.iter().zip(holders) {
+                // None: released (or expired) since the scan saw it. Several:
+                // the readers of its read side.
+                for holder in holders? {
                     held.push((key.clone(), holder));
                 }
             }

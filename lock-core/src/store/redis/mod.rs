@@ -113,6 +113,22 @@ use crate::{Holder, Result};
 ///
 /// [hash tag]: https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags
 ///
+/// # Readers
+///
+/// The read side of a name ([`Lock::read`](crate::Lock::read)) lives beside
+/// its lease, in the same slot: while readers hold the name, the lease key
+/// holds a marker instead of a token, ending with the last reader's lease,
+/// so a writer's plain `SET NX` fails as it would on any holder;
+/// `{...}:readers` is a sorted set of the readers' tokens, each scored with
+/// when its own lease ends on the server's clock. One script joins a
+/// reader (unless a writer holds the name or waits for it), and release,
+/// extend and the holder read each handle a writer's token and a reader's
+/// in one script. A writer that waits while readers hold the name sets
+/// `{...}:writer-waits` for 2 s and renews it on each attempt, which it
+/// makes at least every second meanwhile: new readers wait behind it, and a
+/// writer that stops waiting holds them off 2 s at most. The last reader to
+/// go frees the name and wakes the waiters as a release does.
+///
 /// # Fencing tokens
 ///
 /// A fenced acquire takes its token in the same script as its `SET`: one
@@ -435,6 +451,10 @@ impl LockStore for RedisStore {
     }
 
     fn fencing(&self) -> bool {
+        true
+    }
+
+    fn read_mode(&self) -> bool {
         true
     }
 }

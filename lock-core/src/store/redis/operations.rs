@@ -31,6 +31,9 @@ impl Shared {
         // One deadline for the whole acquire, both requests of a
         // waiting one included.
         let deadline = connect::write_deadline(&self.config);
+        if request.read {
+            return self.acquire_reader(request, deadline).await;
+        }
         if request.fenced {
             return self.acquire_scripted(request, deadline).await;
         }
@@ -50,8 +53,14 @@ impl Shared {
     /// script, which announces the release when somebody waits.
     pub(super) async fn release(&self, key: &str, token: &str) -> Result<bool> {
         let script = &self.scripts.release;
+        let keys = [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::readers(key),
+            KeyArg::writer_waits(key),
+        ];
         let released: i64 = self
-            .on_lease("release", key, script, true, |call| {
+            .on_lease("release", key, script, &keys, |call| {
                 call.arg(token);
             })
             .await?;
@@ -63,7 +72,7 @@ impl Shared {
     pub(super) async fn extend(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         check_key(key)?;
         let script = &self.scripts.extend;
-        let mut call = evalsha(script, &[KeyArg::lease(key)]);
+        let mut call = evalsha(script, &[KeyArg::lease(key), KeyArg::readers(key)]);
         call.arg(token).arg(millis(ttl));
         let deadline = connect::write_deadline(&self.config);
         let (extended, acked): (i64, _) = self
@@ -78,28 +87,93 @@ impl Shared {
     /// announces the release as [`release`](Shared::release) does.
     pub(super) async fn force_release(&self, key: &str) -> Result<bool> {
         let script = &self.scripts.force_release;
+        let keys = [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::readers(key),
+            KeyArg::writer_waits(key),
+        ];
         let released: i64 = self
-            .on_lease("force-release", key, script, true, |_| {})
+            .on_lease("force-release", key, script, &keys, |_| {})
             .await?;
         Ok(released == 1)
     }
 
-    /// [`LockStore::holder`](crate::LockStore::holder): the token and the
-    /// remaining TTL, in one script.
+    /// [`LockStore::holder`](crate::LockStore::holder): the writer, or
+    /// else the reader whose lease ends first.
     pub(super) async fn holder(&self, key: &str) -> Result<Option<Holder>> {
+        Ok(self.holders(key).await?.into_iter().next())
+    }
+
+    /// Every holder of the lease of `key`: its writer, or each live reader
+    /// of its read side (the one whose lease ends first first), with the
+    /// remaining TTL, in one script.
+    pub(super) async fn holders(&self, key: &str) -> Result<Vec<Holder>> {
         let script = &self.scripts.holder;
-        let found: Option<(Vec<u8>, i64)> = self
-            .on_lease("read the holder of", key, script, false, |_| {})
+        let keys = [KeyArg::lease(key), KeyArg::readers(key)];
+        let found: Option<Found> = self
+            .on_lease("read the holder of", key, script, &keys, |_| {})
+            .await
+            .map(|found: Option<Vec<::redis::Value>>| found.map(holders_of))?
+            .transpose()
+            .map_err(|e| Error::store("read the holder of", key, e))?;
+        let Some((readers, holders)) = found else {
+            return Ok(Vec::new());
+        };
+        Ok(holders
+            .into_iter()
+            .map(|(token, remaining)| {
+                let remaining = if remaining < 0 {
+                    // No expiry: written by something other than this library.
+                    Duration::MAX
+                } else {
+                    Duration::from_millis(remaining.unsigned_abs())
+                };
+                let holder = Holder::new(String::from_utf8_lossy(&token), remaining);
+                if readers == 1 { holder.as_reader() } else { holder }
+            })
+            .collect())
+    }
+
+    /// An acquire of the read side: one script, which joins the readers
+    /// unless a writer holds the name or waits for it, and, for a caller
+    /// that waits and is held off, marks the name as waited for.
+    async fn acquire_reader(
+        &self,
+        request: AcquireRequest<'_>,
+        deadline: Deadline,
+    ) -> Result<Attempt> {
+        // Before the script: a release that lands between the script and our
+        // sleep must still wake us.
+        let interest = match request.wake {
+            true => Some(self.waiters.register(&lease_key(request.key)?)),
+            false => None,
+        };
+        let script = &self.scripts.read_acquire;
+        let key = request.key;
+        let keys = [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::readers(key),
+            KeyArg::writer_waits(key),
+        ];
+        let mut call = evalsha(script, &keys);
+        call.arg(request.token)
+            .arg(millis(request.ttl))
+            .arg(if request.wake { "1" } else { "0" })
+            .arg(WAITERS_MARGIN_MS);
+        let ((acquired, detail), acked): ((i64, i64), _) = self
+            .invoke_write("acquire", request.key, script, &call, deadline)
             .await?;
-        Ok(found.map(|(token, remaining)| {
-            let remaining = if remaining < 0 {
-                // No expiry: written by something other than this library.
-                Duration::MAX
-            } else {
-                Duration::from_millis(remaining.unsigned_abs())
-            };
-            Holder::new(String::from_utf8_lossy(&token), remaining)
-        }))
+        self.replicated(acquired == 1, acked)?;
+        Ok(if acquired == 1 {
+            Attempt::Acquired { fence: None }
+        } else {
+            Attempt::Held {
+                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
+                wakeup: interest.map(Wakeup::new),
+            }
+        })
     }
 
     /// An acquire that does not want a fencing token: the native
@@ -185,7 +259,12 @@ impl Shared {
         };
         let script = &self.scripts.acquire;
         let key = request.key;
-        let keys = [KeyArg::lease(key), KeyArg::waiters(key), KeyArg::fence(key)];
+        let keys = [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::fence(key),
+            KeyArg::writer_waits(key),
+        ];
         let mut call = evalsha(script, &keys);
         call.arg(request.token)
             .arg(millis(request.ttl))
@@ -209,4 +288,25 @@ impl Shared {
             }
         })
     }
+}
+
+/// What the holder script found: its kind (1 for the readers of the read
+/// side, 0 for a writer), and each holder's token and remaining ms.
+type Found = (i64, Vec<(Vec<u8>, i64)>);
+
+/// The holder script's reply: `{kind, token, remaining ms, ...}`.
+fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis::ParsingError> {
+    let mut items = reply.into_iter();
+    let kind: i64 = match items.next() {
+        Some(kind) => ::redis::from_redis_value(kind)?,
+        None => return Ok((0, Vec::new())),
+    };
+    let mut holders = Vec::new();
+    while let (Some(token), Some(remaining)) = (items.next(), items.next()) {
+        holders.push((
+            ::redis::from_redis_value(token)?,
+            ::redis::from_redis_value(remaining)?,
+        ));
+    }
+    Ok((kind, holders))
 }

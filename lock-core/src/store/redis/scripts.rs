@@ -18,6 +18,7 @@ use super::keys::KeyArg;
 /// The scripts, compiled (hashed) once per store.
 pub(super) struct Scripts {
     pub(super) acquire: Script,
+    pub(super) read_acquire: Script,
     pub(super) release: Script,
     pub(super) extend: Script,
     pub(super) force_release: Script,
@@ -41,6 +42,7 @@ impl Scripts {
         };
         Scripts {
             acquire: Script::new(include_str!("lua/acquire.lua")),
+            read_acquire: Script::new(include_str!("lua/read_acquire.lua")),
             release: announcing(include_str!("lua/release.lua")),
             extend: Script::new(include_str!("lua/extend.lua")),
             force_release: announcing(include_str!("lua/force_release.lua")),
@@ -49,9 +51,10 @@ impl Scripts {
     }
 
     /// Every script, to load them all when the store connects.
-    pub(super) fn all(&self) -> [&Script; 5] {
+    pub(super) fn all(&self) -> [&Script; 6] {
         [
             &self.acquire,
+            &self.read_acquire,
             &self.release,
             &self.extend,
             &self.force_release,

@@ -1,5 +1,5 @@
 -- Acquire: set the lease if absent, with its TTL, atomically.
--- KEYS: lease, waiters marker, fencing counter.
+-- KEYS: lease, waiters marker, fencing counter, writer-waits marker.
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms,
 --       "1" when the caller wants a fencing token.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
@@ -45,7 +45,14 @@ if ARGV[5] == '1' then
   end
 end
 
+-- How long a waiting writer's claim on the readers' turn lasts unless it
+-- renews it: it does on every attempt, which comes at least twice as often
+-- while readers hold the name (see below).
+local WRITER_WAITS_MS = 2000
+
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Ours: readers no longer wait for this writer.
+  redis.call('DEL', KEYS[4])
   if ARGV[5] == '1' then
     return {1, next_fence(KEYS[3])}
   end
@@ -61,6 +68,15 @@ if ARGV[3] == '1' then
   local want = remaining + tonumber(ARGV[4])
   if redis.call('PTTL', KEYS[2]) < want then
     redis.call('SET', KEYS[2], '1', 'PX', want)
+  end
+  -- A writer waits for readers: new readers wait behind it (see
+  -- read_acquire.lua), so a stream of overlapping readers cannot starve it.
+  -- The claim lasts WRITER_WAITS_MS, so a writer that stops waiting holds
+  -- readers off no longer than that; the writer renews it by trying again
+  -- within half that time.
+  if redis.call('GET', KEYS[1]) == '#readers' then
+    redis.call('SET', KEYS[4], '1', 'PX', WRITER_WAITS_MS)
+    remaining = math.min(remaining, WRITER_WAITS_MS / 2)
   end
 end
 return {0, remaining}

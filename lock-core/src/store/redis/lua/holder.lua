@@ -1,9 +1,25 @@
--- Holder: the lease's token and remaining ms, read together.
--- KEYS: lease.
--- Returns nil when free, {token, remaining ms} when held (remaining is -1
--- for a value without expiry).
+-- Holder: who holds the lease, and for how much longer, read together.
+-- KEYS: lease, readers.
+-- Returns nil when free; {0, token, remaining ms} for a writer (remaining
+-- is -1 for a value without expiry); {1, token, remaining ms, token,
+-- remaining ms, ...} for the live readers of the read side, the one whose
+-- lease ends first first.
 local token = redis.call('GET', KEYS[1])
 if not token then
   return false
 end
-return {token, redis.call('PTTL', KEYS[1])}
+if token ~= '#readers' then
+  return {0, token, redis.call('PTTL', KEYS[1])}
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local readers = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')
+if #readers == 0 then
+  return false
+end
+local out = {1}
+for i = 1, #readers, 2 do
+  out[#out + 1] = readers[i]
+  out[#out + 1] = math.floor(tonumber(readers[i + 1]) - now)
+end
+return out

@@ -1,7 +1,8 @@
 -- Release: compare-and-delete on the owner token; when somebody waits for
 -- the lease, publish its key on the lease's own channel, which only the
--- processes waiting for it are subscribed to.
--- KEYS: lease, waiters marker.
+-- processes waiting for it are subscribed to. A reader's token leaves the
+-- readers set instead, and the last reader to go frees the name.
+-- KEYS: lease, waiters marker, readers, writer-waits marker.
 -- ARGV: token.
 -- PUBLISH and CHANNEL come from the store's prologue (see scripts.rs):
 -- the command ('PUBLISH', or 'SPUBLISH' on a cluster with sharded pub/sub:
@@ -9,11 +10,44 @@
 -- are part of the script rather than arguments: each argument costs the
 -- server about as much as a short command on every call.
 -- Returns 1 when the lease was ours and is gone, 0 otherwise.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local value = redis.call('GET', KEYS[1])
+if value == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    -- Contended: a writer that waited for readers and got the name without
+    -- the script may have left its claim; readers need not wait for it.
+    redis.call('DEL', KEYS[4])
+    redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
+  end
+  return 1
+end
+if value ~= '#readers' then
   return 0
 end
-redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
+if redis.replicate_commands then
+  redis.replicate_commands()
 end
-return 1
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ends = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[1]))
+if not ends then
+  return 0
+end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
+if last then
+  local left = math.max(tonumber(last) - now, 1)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[3], left)
+else
+  -- The last reader: the name is free.
+  redis.call('DEL', KEYS[1], KEYS[3])
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
+  end
+end
+if ends > now then
+  return 1
+end
+return 0

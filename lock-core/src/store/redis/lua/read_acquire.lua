@@ -1,0 +1,53 @@
+-- Acquire the read side of a lease: join its readers unless a writer holds
+-- it or waits for it, atomically.
+-- KEYS: lease, waiters marker, readers, writer-waits marker.
+-- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms.
+-- Returns {1, 0} when acquired, {0, remaining ms} when held.
+--
+-- While readers hold a name, its lease key holds READERS with the expiry of
+-- the last reader's lease, so a writer's plain SET NX fails and reads the
+-- readers' time left as any holder's. Each reader's own lease is its score
+-- in the readers set: the server's clock in ms when it ends. A writer that
+-- waits for readers sets the writer-waits marker (acquire.lua): new readers
+-- wait behind it.
+
+-- Replicate what this script does, not the script: it reads TIME and then
+-- writes, which Redis 5 and 6 allow only in this mode (7 knows no other).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+local READERS = '#readers'
+
+local value = redis.call('GET', KEYS[1])
+local blocker = nil
+if value and value ~= READERS then
+  -- A writer holds the name.
+  blocker = KEYS[1]
+elseif redis.call('EXISTS', KEYS[4]) == 1 then
+  -- A writer waits for it.
+  blocker = KEYS[4]
+end
+if blocker then
+  local remaining = redis.call('PTTL', blocker)
+  if remaining < 0 then
+    remaining = tonumber(ARGV[2])
+  end
+  if ARGV[3] == '1' then
+    local want = remaining + tonumber(ARGV[4])
+    if redis.call('PTTL', KEYS[2]) < want then
+      redis.call('SET', KEYS[2], '1', 'PX', want)
+    end
+  end
+  return {0, remaining}
+end
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
+local left = math.max(last - now, 1)
+redis.call('SET', KEYS[1], READERS, 'PX', left)
+redis.call('PEXPIRE', KEYS[3], left)
+return {1, 0}
