@@ -166,10 +166,14 @@ impl PostgresStore {
                     }
                 } else {
                     client
-                        .batch_execute(&format!(
-                            "SELECT 1 FROM {leases} LIMIT 0; SELECT 1 FROM {fences} LIMIT 0"
-                        ))
-                        .await?;
+                        .batch_execute(&sql::check_tables(&leases, &fences))
+                        .await
+                        .map_err(|e| -> BoxError {
+                            format!(
+                                "{e}; the tables must have every column of `PostgresStore`'s docs (the read side added reader_tokens text[], reader_expiries timestamptz[] and writer_waits_until timestamptz to the lease table): add them, or let the store create and upgrade its tables (PostgresConfig::create_table)"
+                            )
+                            .into()
+                        })?;
                 }
                 Ok((leases, fences))
             }

@@ -13,6 +13,7 @@ mod config;
 mod connect;
 mod listen;
 mod names;
+mod read;
 mod sql;
 mod sweep;
 pub(crate) mod url;
@@ -232,6 +233,19 @@ impl PostgresStore {
     }
 }
 
+/// The holder in a row of the `holder` or `list` statement: `(name, token,
+/// remaining microseconds, reader)`.
+fn held(row: &tokio_postgres::Row) -> std::result::Result<Holder, tokio_postgres::Error> {
+    let token: String = row.try_get(1)?;
+    let remaining: i64 = row.try_get(2)?;
+    let holder = Holder::new(token, Duration::from_micros(remaining.max(0).unsigned_abs()));
+    Ok(if row.try_get(3)? {
+        holder.as_reader()
+    } else {
+        holder
+    })
+}
+
 /// Microseconds of `ttl`, for the statements.
 fn micros(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX)
@@ -252,8 +266,12 @@ impl LockStore for PostgresStore {
                 .query(
                     "acquire",
                     request.key,
-                    &self.shared.statements.acquire[usize::from(request.fenced)]
-                        [usize::from(request.wake)],
+                    if request.read {
+                        &self.shared.statements.read[usize::from(request.wake)]
+                    } else {
+                        &self.shared.statements.acquire[usize::from(request.fenced)]
+                            [usize::from(request.wake)]
+                    },
                     &[
                         (&&*stored, Type::TEXT),
                         (&request.token, Type::TEXT),
@@ -332,12 +350,7 @@ impl LockStore for PostgresStore {
                 return Ok(None);
             };
             let read = |e: tokio_postgres::Error| Error::store("read the holder of", key, e);
-            let token: String = row.try_get(0).map_err(read)?;
-            let remaining: i64 = row.try_get(1).map_err(read)?;
-            Ok(Some(Holder::new(
-                token,
-                Duration::from_micros(remaining.max(0).unsigned_abs()),
-            )))
+            held(row).map(Some).map_err(read)
         })
     }
 
@@ -362,10 +375,7 @@ impl LockStore for PostgresStore {
                 if !names::listed(&name, prefix) {
                     continue;
                 }
-                let token: String = row.try_get(1).map_err(read)?;
-                let remaining: i64 = row.try_get(2).map_err(read)?;
-                let remaining = Duration::from_micros(remaining.max(0).unsigned_abs());
-                listed.push((name, Holder::new(token, remaining)));
+                listed.push((name, held(row).map_err(read)?));
             }
             Ok(listed)
         })
@@ -385,6 +395,11 @@ impl LockStore for PostgresStore {
     }
 
     fn fencing(&self) -> bool {
+        true
+    }
+
+    /// Readers live in their name's row: see the module's docs.
+    fn read_mode(&self) -> bool {
         true
     }
 }
