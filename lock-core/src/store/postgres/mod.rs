@@ -5,8 +5,9 @@
 //! table and the one statement behind each operation), [`listen`] (the
 //! `LISTEN` connection that wakes waiters), [`sweep`] (deleting rows their
 //! holders left behind), [`checkout`] (a pooled connection that never goes
-//! back busy), [`names`] (the row name of any lock name); this file is the
-//! store and its operations.
+//! back busy), [`names`] (the row name of any lock name), [`read`] (a
+//! reader's acquire, and why readers live in their name's row); this file
+//! is the store and its operations.
 
 mod checkout;
 mod config;
@@ -58,11 +59,12 @@ const MAX_PAYLOAD: usize = 7000;
 ///
 /// | operation | statement |
 /// |---|---|
-/// | acquire | `INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE expires_at <= now` (returning the fence, or the holder's remaining TTL for a waiting caller) |
-/// | release | delete the row (or, for a fenced name, expire it) where the token is ours, and `NOTIFY` if someone waits |
-/// | extend | `UPDATE ... SET expires_at = now + ttl WHERE token = ours AND expires_at > now` |
-/// | holder | one `SELECT` |
-/// | list | one `SELECT ... WHERE starts_with(name, prefix)`: a consistent snapshot |
+/// | acquire | `INSERT ... ON CONFLICT (name) DO UPDATE ... WHERE expires_at <= now` and no reader lives (returning the fence, or the holder's remaining TTL for a waiting caller) |
+/// | a reader's acquire | `INSERT ... ON CONFLICT (name) DO UPDATE` appending to the row's readers, where no writer's lease and no writer's intent lasts |
+/// | release | delete the row where the writer's token is ours, or take a reader's token out of the row, and `NOTIFY` if someone waits and the name is free for them |
+/// | extend | `UPDATE ... SET expires_at = now + ttl WHERE token = ours AND expires_at > now`, or the same on one reader's expiry |
+/// | holder | one `SELECT`: the writer, or else the reader whose lease ends first |
+/// | list | one `SELECT ... WHERE starts_with(name, prefix)`: a consistent snapshot, one entry per writer and per reader |
 ///
 /// Every time is the database's `clock_timestamp()`, never the client's.
 /// Each pooled connection prepares each statement once and then runs it in
@@ -83,7 +85,10 @@ const MAX_PAYLOAD: usize = 7000;
 ///     holder        text        NOT NULL,  -- host:pid, for operators
 ///     acquired_at   timestamptz NOT NULL,
 ///     expires_at    timestamptz NOT NULL,
-///     waited_until  timestamptz            -- someone waits: NOTIFY on release
+///     waited_until  timestamptz,           -- someone waits: NOTIFY on release
+///     reader_tokens       text[],          -- the readers: a token and
+///     reader_expiries     timestamptz[],   -- an expiry each
+///     writer_waits_until  timestamptz      -- a writer waits: no new reader
 /// );
 /// CREATE INDEX IF NOT EXISTS lock_leases_sweep ON lock_leases (expires_at);
 /// CREATE TABLE IF NOT EXISTS lock_leases_fences (
@@ -101,6 +106,35 @@ const MAX_PAYLOAD: usize = 7000;
 /// [`PostgresConfig::sweep_every`] once it has expired. Fencing counters
 /// live apart, one row per name that ever asked for a token, and are never
 /// deleted, so a name's tokens only ever grow.
+///
+/// Connecting adds the read side's three columns to a lease table an
+/// earlier version made (nullable, no default: no row is rewritten), only
+/// when one is missing. With `create_table(false)` the table comes from
+/// your migrations and connecting fails, naming them, when they lack one.
+/// Until every process sharing the table runs this version, keep to plain
+/// locks: an earlier version's acquire does not see readers, and its sweep
+/// may delete a row that holds only readers.
+///
+/// # The read side
+///
+/// [`read_mode`](LockStore::read_mode) is true: readers
+/// ([`Lock::read`](crate::Lock::read)) live in their name's row, one token
+/// and one expiry each, so every decision about a name is taken in one
+/// statement on that row, locked and read as it was last committed (a
+/// reader that got in a moment earlier is always seen). Each reader
+/// expires on its own, by its expiry; release and extend take a reader's
+/// token and touch only its entry; a force-release deletes the writer and
+/// every reader.
+///
+/// Writer preference: a writer that waits marks the row
+/// (`writer_waits_until`, two seconds from its attempt), and no new reader
+/// gets in while the mark lasts. Held off by readers, it tries again at
+/// least every second, renewing the mark, and it is woken at once when the
+/// last reader releases (that release `NOTIFY`s); the writer that takes the
+/// name clears the mark. A writer that died or gave up holds readers off
+/// two seconds after its last attempt, no longer. A writer's release wakes
+/// the readers waiting for it. A reader's release leaves the row (empty once
+/// the last reader is gone) to the sweep.
 ///
 /// # Any name
 ///
