@@ -101,7 +101,7 @@ pub enum Error {
     /// The lock asks for its read side ([`Lock::read`](crate::Lock::read)),
     /// but its manager's store keeps no readers.
     #[error(
-        "lock `{key}` asks for its read side, but the {store} store keeps no readers; take the plain lock (drop `read`) or use a store that keeps readers (memory)"
+        "lock `{key}` asks for its read side, but the {store} store keeps no readers; take the plain lock (drop `read`) or use a store that keeps readers (memory, Redis, PostgreSQL)"
     )]
     ReadUnsupported {
         /// The key of the lock.
