@@ -150,3 +150,88 @@ pub fn file_increments_across_processes(
     let _ = std::fs::remove_dir_all(&dir);
     total
 }
+
+/// What [`read_write_across_processes`] saw.
+#[derive(Debug)]
+pub struct ReadWriteRun {
+    /// The counter's final value: every write once, unless writers overlapped.
+    pub total: u64,
+    /// Writes and reads done, over every process.
+    pub writes: usize,
+    pub reads: usize,
+    /// Reads that found a write under way: 0 unless a reader overlapped a
+    /// writer.
+    pub torn: usize,
+}
+
+/// The read side across processes: `processes` copies of `program`
+/// (`lock-child read-write-file`) each run `writers` tasks updating a
+/// counter file in visible steps under the lock `shared-file`, and `readers`
+/// tasks reading it under the lock's read side, `rounds` times each.
+pub fn read_write_across_processes(
+    program: &str,
+    url: &str,
+    prefix: &str,
+    env: &[(&str, &str)],
+    (processes, writers, readers, rounds): (usize, usize, usize, usize),
+    ttl_ms: u64,
+) -> ReadWriteRun {
+    let dir = std::env::temp_dir().join(format!(
+        "lock-tests-rw-{}-{:016x}",
+        prefix.trim_end_matches(':'),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let counter = dir.join("counter");
+    let path = counter.to_string_lossy().into_owned();
+    let numbers = [writers, readers, rounds].map(|n| n.to_string());
+    let ttl = ttl_ms.to_string();
+    let mut children = Children(
+        (0..processes)
+            .map(|_| {
+                spawn_with(
+                    program,
+                    &[
+                        "read-write-file",
+                        url,
+                        prefix,
+                        "shared-file",
+                        &path,
+                        &numbers[0],
+                        &numbers[1],
+                        &numbers[2],
+                        &ttl,
+                    ],
+                    env,
+                )
+            })
+            .collect(),
+    );
+    let mut run = ReadWriteRun {
+        total: 0,
+        writes: 0,
+        reads: 0,
+        torn: 0,
+    };
+    for line in reports(&mut children, Duration::from_secs(240)) {
+        let figures: Vec<usize> = line
+            .strip_prefix("done ")
+            .unwrap_or_else(|| panic!("a process failed: {line}"))
+            .split(' ')
+            .map(|n| n.parse().expect("a count"))
+            .collect();
+        let [writes, reads, torn] = figures[..] else {
+            panic!("three figures: {line}");
+        };
+        run.writes += writes;
+        run.reads += reads;
+        run.torn += torn;
+    }
+    run.total = std::fs::read_to_string(&counter)
+        .expect("counter file")
+        .trim()
+        .parse()
+        .expect("a number: the last write finished");
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}

@@ -569,3 +569,27 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
         .expect("connect with no time bound");
     lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }
+
+/// The read side across 4 processes, as on Redis: 2 writers and 4 readers
+/// in each, 25 times each; no read may find a write under way, and no
+/// update may be lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_write_under_way_across_4_processes() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    manager(&url, "warm:").await;
+    let run = children::read_write_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &url,
+        &unique("read-write"),
+        &[("LOCK_CHILD_PG_SCHEMA", postgres::schema())],
+        (4, 2, 4, 25),
+        30_000,
+    );
+    eprintln!("PostgreSQL, 4 processes: {run:?}");
+    assert_eq!(run.torn, 0, "no read saw a write under way: {run:?}");
+    assert_eq!(run.writes, 200, "every write ran: {run:?}");
+    assert_eq!(run.reads, 400, "every read ran: {run:?}");
+    assert_eq!(run.total, 200, "no update lost: {run:?}");
+}

@@ -1393,3 +1393,28 @@ async fn a_waiting_acquire_that_finds_the_lock_free_sends_one_plain_set() {
         .await
         .expect("release");
 }
+
+/// The read side across 4 processes: in each, 2 writers update a counter
+/// file in steps (read, write `writing`, write the count plus one) under the
+/// lock, and 4 readers read it under its read side, 25 times each. A reader
+/// that ever finds `writing` overlapped a writer; a lost update means two
+/// writers overlapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_write_under_way_across_4_processes() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let run = children::read_write_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &url,
+        &unique("read-write"),
+        &[],
+        (4, 2, 4, 25),
+        30_000,
+    );
+    eprintln!("Redis, 4 processes: {run:?}");
+    assert_eq!(run.torn, 0, "no read saw a write under way: {run:?}");
+    assert_eq!(run.writes, 200, "every write ran: {run:?}");
+    assert_eq!(run.reads, 400, "every read ran: {run:?}");
+    assert_eq!(run.total, 200, "no update lost: {run:?}");
+}

@@ -17,6 +17,13 @@
 //! lock-child contend-file <store-url> <prefix> <lock-name> <path> <tasks> <rounds> <ttl-ms>
 //!     As `contend`, on any store, with the counter in the file <path> (read,
 //!     yield, write), under locks of <ttl-ms>. Prints `done <increments>`.
+//! lock-child read-write-file <store-url> <prefix> <lock-name> <path> <writers> <readers> <rounds> <ttl-ms>
+//!     <writers> tasks each take the lock <rounds> times and, under it,
+//!     update a counter in the file <path> in steps another holder must
+//!     never see: read it, write `writing`, yield, write the count plus
+//!     one. <readers> tasks each take the lock's read side <rounds> times
+//!     and read the file, counting the reads that found `writing`. Prints
+//!     `done <writes> <reads> <reads that saw a write under way>`.
 //! lock-child fence-file <store-url> <prefix> <lock-name> <path> <count>
 //!     As `fence`, on any store that fences, appending each token to the
 //!     file <path>, one per line, under the lock. Prints `done <count>`.
@@ -109,6 +116,38 @@ async fn run(args: &[String]) -> Result<String, String> {
                 ttl: Duration::from_millis(number(ttl_ms, "ttl")?),
             };
             contend_file(url, prefix, name, path, plan).await
+        }
+        [
+            mode,
+            url,
+            prefix,
+            name,
+            path,
+            writers,
+            readers,
+            rounds,
+            ttl_ms,
+        ] if mode == "read-write-file" => {
+            let count = |text: &str, what: &str| {
+                text.parse::<usize>()
+                    .map_err(|e| format!("{what} {text:?}: {e}"))
+            };
+            let ttl = Duration::from_millis(
+                ttl_ms
+                    .parse::<u64>()
+                    .map_err(|e| format!("ttl {ttl_ms:?}: {e}"))?,
+            );
+            let sides = (count(writers, "writers")?, count(readers, "readers")?);
+            read_write_file(
+                url,
+                prefix,
+                name,
+                path,
+                sides,
+                count(rounds, "rounds")?,
+                ttl,
+            )
+            .await
         }
         [mode, url, prefix, name, path, count] if mode == "fence-file" => {
             let count: usize = count.parse().map_err(|e| format!("count: {e}"))?;
@@ -251,6 +290,69 @@ async fn contend_file(
         done += worker.await.map_err(|e| e.to_string())??;
     }
     Ok(format!("done {done}"))
+}
+
+/// Writers updating a file in visible steps under a lock, readers reading
+/// it under its read side: see the file's docs.
+async fn read_write_file(
+    url: &str,
+    prefix: &str,
+    name: &str,
+    path: &str,
+    (writers, readers): (usize, usize),
+    rounds: usize,
+    ttl: Duration,
+) -> Result<String, String> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let locks = manager(url, prefix).await?;
+    let torn = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..writers {
+        let lock = locks.lock(name, ttl).wait_for(WAIT);
+        let path = path.to_owned();
+        workers.push(take_turns(lock, rounds, move || {
+            let path = path.clone();
+            async move {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let value: u64 = text.trim().parse().unwrap_or(0);
+                let write = |text: String| {
+                    std::fs::write(&path, text)
+                        .map_err(|e| lock_core::Error::store("write the counter of", "file", e))
+                };
+                write("writing".to_owned())?;
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                write((value + 1).to_string())
+            }
+        }));
+    }
+    for _ in 0..readers {
+        let lock = locks.lock(name, ttl).read().wait_for(WAIT);
+        let (path, torn) = (path.to_owned(), Arc::clone(&torn));
+        workers.push(take_turns(lock, rounds, move || {
+            let (path, torn) = (path.clone(), Arc::clone(&torn));
+            async move {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if text == "writing" {
+                    torn.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::task::yield_now().await;
+                Ok(())
+            }
+        }));
+    }
+    let mut done = Vec::new();
+    for worker in workers {
+        done.push(worker.await.map_err(|e| e.to_string())??);
+    }
+    let (writes, reads) = done.split_at(writers);
+    Ok(format!(
+        "done {} {} {}",
+        writes.iter().sum::<usize>(),
+        reads.iter().sum::<usize>(),
+        torn.load(Ordering::SeqCst)
+    ))
 }
 
 async fn contend(
