@@ -156,8 +156,9 @@ pub fn file_increments_across_processes(
 pub struct ReadWriteRun {
     /// The counter's final value: every write once, unless writers overlapped.
     pub total: u64,
-    /// Writes and reads done, over every process.
+    /// Writes done, over every process.
     pub writes: usize,
+    /// Reads done, over every process.
     pub reads: usize,
     /// Reads that found a write under way: 0 unless a reader overlapped a
     /// writer.
