@@ -211,6 +211,20 @@ mod tests {
     }
 
     #[test]
+    fn the_release_script_names_the_companions_it_derives_as_the_store_does() {
+        // release.lua builds the readers' keys from the lease key instead of
+        // receiving them: the suffixes must be the ones every other script
+        // is sent.
+        let script = include_str!("lua/release.lua");
+        for suffix in [READERS_SUFFIX, WRITER_WAITS_SUFFIX] {
+            assert!(
+                script.contains(&format!("KEYS[1] .. '{suffix}'")),
+                "release.lua derives {suffix:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_key_argument_writes_the_lease_key_and_its_companions_suffixes() {
         for key in ["lock:a", "lock:{x}", "100%", "ünï}%"] {
             let lease = lease_key(key).expect("non-empty key");

@@ -53,12 +53,9 @@ impl Shared {
     /// script, which announces the release when somebody waits.
     pub(super) async fn release(&self, key: &str, token: &str) -> Result<bool> {
         let script = &self.scripts.release;
-        let keys = [
-            KeyArg::lease(key),
-            KeyArg::waiters(key),
-            KeyArg::readers(key),
-            KeyArg::writer_waits(key),
-        ];
+        // Two keys: the script names the readers' keys from the lease's (see
+        // release.lua).
+        let keys = [KeyArg::lease(key), KeyArg::waiters(key)];
         let released: i64 = self
             .on_lease("release", key, script, &keys, |call| {
                 call.arg(token);

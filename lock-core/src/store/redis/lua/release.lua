@@ -2,8 +2,12 @@
 -- the lease, publish its key on the lease's own channel, which only the
 -- processes waiting for it are subscribed to. A reader's token leaves the
 -- readers set instead, and the last reader to go frees the name.
--- KEYS: lease, waiters marker, readers, writer-waits marker.
+-- KEYS: lease, waiters marker.
 -- ARGV: token.
+-- The readers and writer-waits marker of the lease are touched only on a
+-- reader's release and on a contended one: their names are the lease key
+-- plus the suffix (below, only where needed), in the lease's own slot, rather than two more keys every release would send (what the
+-- uncontended pair costs the client is counted: scripts/instructions).
 -- PUBLISH and CHANNEL come from the store's prologue (see scripts.rs):
 -- the command ('PUBLISH', or 'SPUBLISH' on a cluster with sharded pub/sub:
 -- the channel is in the lease's slot) and the channel's ':<suffix>'. They
@@ -16,7 +20,7 @@ if value == ARGV[1] then
   if redis.call('EXISTS', KEYS[2]) == 1 then
     -- Contended: a writer that waited for readers and got the name without
     -- the script may have left its claim; readers need not wait for it.
-    redis.call('DEL', KEYS[4])
+    redis.call('DEL', KEYS[1] .. ':writer-waits')
     redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
   end
   return 1
@@ -27,22 +31,23 @@ end
 if redis.replicate_commands then
   redis.replicate_commands()
 end
+local READERS_KEY = KEYS[1] .. ':readers'
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local ends = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[1]))
+local ends = tonumber(redis.call('ZSCORE', READERS_KEY, ARGV[1]))
 if not ends then
   return 0
 end
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
+redis.call('ZREM', READERS_KEY, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', READERS_KEY, '-inf', now)
+local last = redis.call('ZRANGE', READERS_KEY, -1, -1, 'WITHSCORES')[2]
 if last then
   local left = math.max(tonumber(last) - now, 1)
   redis.call('PEXPIRE', KEYS[1], left)
-  redis.call('PEXPIRE', KEYS[3], left)
+  redis.call('PEXPIRE', READERS_KEY, left)
 else
   -- The last reader: the name is free.
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('DEL', KEYS[1], READERS_KEY)
   if redis.call('EXISTS', KEYS[2]) == 1 then
     redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
   end
