@@ -1418,3 +1418,57 @@ async fn readers_never_see_a_write_under_way_across_4_processes() {
     assert_eq!(run.reads, 400, "every read ran: {run:?}");
     assert_eq!(run.total, 200, "no update lost: {run:?}");
 }
+
+/// A writer that waits while readers hold a name claims their turn, so new
+/// readers wait behind it; one that gives up must not hold them off long:
+/// its claim lasts 2 s unless renewed. Without the claim, readers could
+/// starve the writer; without its expiry, a writer that timed out would
+/// shut readers out for as long as the readers already in stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_stops_waiting_holds_new_readers_off_two_seconds_at_most() {
+    let Some(locks) = harness::redis_manager().await else {
+        return;
+    };
+    let locks = locks.with_prefix(unique("writer-waits"));
+    let long = Duration::from_secs(60);
+    let reader = locks
+        .lock("doc", long)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let writer = locks
+        .lock("doc", long)
+        .wait_for(Duration::from_millis(300))
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(writer.is_none(), "the reader holds the name for a minute");
+    let gave_up = Instant::now();
+    let at_once = locks
+        .lock("doc", long)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(
+        at_once.is_none(),
+        "right after the writer gave up, its claim still holds new readers off"
+    );
+    let later = locks
+        .lock("doc", long)
+        .read()
+        .wait_for(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire");
+    let waited = gave_up.elapsed();
+    eprintln!("a new reader got in {waited:?} after the writer gave up");
+    assert!(later.is_some(), "the claim expires: readers get in again");
+    assert!(
+        waited < Duration::from_secs(3),
+        "held off {waited:?} by a writer that had stopped waiting"
+    );
+    drop((later, reader));
+}
