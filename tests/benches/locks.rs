@@ -204,6 +204,22 @@ fn main() {
             .expect("the replica-acks thread");
             rows.extend(measured);
         }
+        if wanted("redis-readers") {
+            if let Some(url) = lock_tests::harness::redis_url() {
+                let measured = std::thread::spawn(move || {
+                    let mut measured = Vec::new();
+                    for (tasks, runtime) in runtimes() {
+                        runtime.block_on(readers::redis_readers(&url, tasks, &mut measured));
+                    }
+                    measured
+                })
+                .join()
+                .expect("the Redis readers thread");
+                rows.extend(measured);
+            } else {
+                eprintln!("no Redis: the Redis reader figures are missing from this run");
+            }
+        }
         if !wanted("redis-throughput")
             && !wanted("redis-default-runtime")
             && !wanted("redis-handoff")

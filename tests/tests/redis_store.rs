@@ -1472,3 +1472,54 @@ async fn a_writer_that_stops_waiting_holds_new_readers_off_two_seconds_at_most()
     );
     drop((later, reader));
 }
+
+/// A writer that waited for a reader, then got the name with a plain
+/// `SET NX` and held it past the waiters marker's life, must leave no claim
+/// behind when it releases: with nobody holding or waiting, a reader gets
+/// in at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_waited_for_readers_leaves_no_claim_when_it_releases() {
+    let Some(locks) = harness::redis_manager().await else {
+        return;
+    };
+    let locks = locks.with_prefix(unique("stale-claim"));
+    let long = Duration::from_secs(60);
+    let reader = locks
+        .lock("n", Duration::from_millis(300))
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let writer = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let lock = locks.lock("n", long).wait_for(Duration::from_secs(10));
+            lock.acquire()
+                .await
+                .expect("acquire")
+                .expect("the reader goes")
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(reader.release().await.expect("release"));
+    let writer = writer.await.expect("writer task");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(writer.release().await.expect("release"));
+    assert!(
+        locks
+            .lock("n", long)
+            .holder()
+            .await
+            .expect("holder")
+            .is_none(),
+        "nobody holds the name"
+    );
+    let next = locks
+        .lock("n", long)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(next.is_some(), "a claim outlived the writer that made it");
+}

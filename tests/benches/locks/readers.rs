@@ -46,3 +46,35 @@ pub(super) async fn memory_readers(rows: &mut Vec<Row>) {
         paired: samples.paired(0, 1),
     });
 }
+
+/// Uncontended pairs on Redis, each task on a name of its own: taking and
+/// releasing the read side against taking and releasing the lock (the
+/// write side), interleaved in the same rounds. Target: readers at least
+/// 0.9x the writers' pairs per second.
+pub(super) async fn redis_readers(url: &str, tasks: usize, rows: &mut Vec<Row>) {
+    let store = lock_core::RedisStore::connect(url).await.expect("connect");
+    let locks = LockManager::new(store).with_prefix(format!("bench:{}:", rand::random::<u32>()));
+    let pair = |read: bool| {
+        let locks = locks.clone();
+        op(move |task| {
+            let locks = locks.clone();
+            async move {
+                let lock = locks.lock(format!("pair:{task}"), TTL);
+                let lock = if read { lock.read() } else { lock };
+                let guard = lock.acquire().await.expect("acquire").expect("uncontended");
+                guard.release().await.expect("release");
+            }
+        })
+    };
+    let samples = interleaved(tasks, &[("readers", pair(true)), ("writers", pair(false))]).await;
+    rows.push(Row {
+        section: "redis",
+        what: format!("reader pairs, {tasks} task(s), own names"),
+        value: samples.median(0),
+        unit: "pairs/s",
+        baseline_name: "writer pairs".to_owned(),
+        baseline: samples.median(1),
+        target: Some(super::Target::RatioAtLeast(0.9)),
+        paired: samples.paired(0, 1),
+    });
+}

@@ -61,8 +61,9 @@ impl<'a> KeyArg<'a> {
         }
     }
 
-    /// The "a writer waits" marker of the lease of `key`: while it lives,
-    /// new readers wait behind that writer.
+    /// The claims of the writers waiting for the readers of the lease of
+    /// `key`: a sorted set of their tokens, each scored with when its claim
+    /// ends; while one lives, new readers wait behind those writers.
     pub(super) fn writer_waits(key: &'a str) -> Self {
         KeyArg {
             key,

@@ -123,11 +123,14 @@ use crate::{Holder, Result};
 /// when its own lease ends on the server's clock. One script joins a
 /// reader (unless a writer holds the name or waits for it), and release,
 /// extend and the holder read each handle a writer's token and a reader's
-/// in one script. A writer that waits while readers hold the name sets
-/// `{...}:writer-waits` for 2 s and renews it on each attempt, which it
-/// makes at least every second meanwhile: new readers wait behind it, and a
-/// writer that stops waiting holds them off 2 s at most. The last reader to
-/// go frees the name and wakes the waiters as a release does.
+/// in one script. A writer that waits while readers hold the name claims
+/// their turn in `{...}:writer-waits` (a sorted set of claims, each ending
+/// 2 s after it was made) and renews it on each attempt, which it makes at
+/// least every second meanwhile: new readers wait behind it, and a writer
+/// that stops waiting holds them off 2 s at most. A writer's own claim goes
+/// when it gets the name or releases it; other writers' claims stand. The
+/// last reader to go frees the name and wakes the waiters as a release
+/// does.
 ///
 /// # Fencing tokens
 ///

@@ -1,5 +1,7 @@
 -- Acquire: set the lease if absent, with its TTL, atomically.
--- KEYS: lease, waiters marker, fencing counter, writer-waits marker.
+-- KEYS: lease, waiters marker, fencing counter, writer-waits claims (a
+--       sorted set of waiting writers' tokens, scored with when each claim
+--       ends, in ms on the server's clock).
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms,
 --       "1" when the caller wants a fencing token.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
@@ -51,8 +53,9 @@ end
 local WRITER_WAITS_MS = 2000
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- Ours: readers no longer wait for this writer.
-  redis.call('DEL', KEYS[4])
+  -- Ours: readers no longer wait for this writer (other writers' claims
+  -- stand).
+  redis.call('ZREM', KEYS[4], ARGV[1])
   if ARGV[5] == '1' then
     return {1, next_fence(KEYS[3])}
   end
@@ -75,7 +78,11 @@ if ARGV[3] == '1' then
   -- readers off no longer than that; the writer renews it by trying again
   -- within half that time.
   if redis.call('GET', KEYS[1]) == '#readers' then
-    redis.call('SET', KEYS[4], '1', 'PX', WRITER_WAITS_MS)
+    local time = redis.call('TIME')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+    redis.call('ZADD', KEYS[4], now + WRITER_WAITS_MS, ARGV[1])
+    redis.call('PEXPIRE', KEYS[4], WRITER_WAITS_MS)
     remaining = math.min(remaining, WRITER_WAITS_MS / 2)
   end
 end

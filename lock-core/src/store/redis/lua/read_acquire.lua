@@ -1,6 +1,7 @@
 -- Acquire the read side of a lease: join its readers unless a writer holds
 -- it or waits for it, atomically.
--- KEYS: lease, waiters marker, readers, writer-waits marker.
+-- KEYS: lease, waiters marker, readers, writer-waits claims (see
+--       acquire.lua).
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms.
 -- Returns {1, 0} when acquired, {0, remaining ms} when held.
 --
@@ -19,20 +20,25 @@ end
 
 local READERS = '#readers'
 
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local value = redis.call('GET', KEYS[1])
-local blocker = nil
+local remaining = nil
 if value and value ~= READERS then
   -- A writer holds the name.
-  blocker = KEYS[1]
-elseif redis.call('EXISTS', KEYS[4]) == 1 then
-  -- A writer waits for it.
-  blocker = KEYS[4]
-end
-if blocker then
-  local remaining = redis.call('PTTL', blocker)
+  remaining = redis.call('PTTL', KEYS[1])
   if remaining < 0 then
     remaining = tonumber(ARGV[2])
   end
+else
+  -- A writer waits for it: its claim has not ended.
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  local claim = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2]
+  if claim then
+    remaining = math.max(tonumber(claim) - now, 1)
+  end
+end
+if remaining then
   if ARGV[3] == '1' then
     local want = remaining + tonumber(ARGV[4])
     if redis.call('PTTL', KEYS[2]) < want then
@@ -42,8 +48,6 @@ if blocker then
   return {0, remaining}
 end
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])

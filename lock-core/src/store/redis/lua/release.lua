@@ -4,9 +4,8 @@
 -- readers set instead, and the last reader to go frees the name.
 -- KEYS: lease, waiters marker.
 -- ARGV: token.
--- The readers and writer-waits marker of the lease are touched only on a
--- reader's release and on a contended one: their names are the lease key
--- plus the suffix (below, only where needed), in the lease's own slot, rather than two more keys every release would send (what the
+-- The readers and writer-waits claims of the lease: their names are the
+-- lease key plus the suffix (below), in the lease's own slot, rather than two more keys every release would send (what the
 -- uncontended pair costs the client is counted: scripts/instructions).
 -- PUBLISH and CHANNEL come from the store's prologue (see scripts.rs):
 -- the command ('PUBLISH', or 'SPUBLISH' on a cluster with sharded pub/sub:
@@ -17,10 +16,11 @@
 local value = redis.call('GET', KEYS[1])
 if value == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  -- A writer that waited for readers and then got the name with a plain
+  -- SET NX left its claim (acquire.lua): readers need not wait for it any
+  -- more. Other writers' claims stand.
+  redis.call('ZREM', KEYS[1] .. ':writer-waits', ARGV[1])
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    -- Contended: a writer that waited for readers and got the name without
-    -- the script may have left its claim; readers need not wait for it.
-    redis.call('DEL', KEYS[1] .. ':writer-waits')
     redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
   end
   return 1
