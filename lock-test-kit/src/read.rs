@@ -185,9 +185,12 @@ pub async fn a_waiting_writer_is_not_starved_by_overlapping_readers(locks: LockM
     );
     let writer = writer.expect("a waiting writer gets the name within its 2 s wait");
     // Each reader task can have had one read under way, or just admitted,
-    // when the writer began to wait; none may start after that.
+    // when the writer began to wait, and on a networked store another may
+    // begin before the writer's first attempt reaches the store (on a
+    // loaded machine, that can take a read's length): two per task at
+    // most. Without writer preference, hundreds begin.
     assert!(
-        during <= 8,
+        during <= 16,
         "new readers went ahead of the waiting writer: {during} reads began while it waited"
     );
     stop.store(true, Ordering::SeqCst);
