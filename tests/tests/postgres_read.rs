@@ -192,3 +192,61 @@ async fn a_lease_table_from_before_readers_is_upgraded_in_place() {
             .expect("the upgraded table is accepted as it is"),
     );
 }
+
+/// A writer waits while readers hold the name, and readers that came after
+/// it wait behind its claim. Each reader's release used to wake one local
+/// waiter whether or not it freed the name: the writer, woken while
+/// readers still held, went to the back of the line, and the last reader's
+/// release woke a reader the claim held off, not the writer, which then
+/// slept out its renewal nap (about 1 s). The last reader's release must
+/// wake the writer: it gets the name well within that nap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_readers_release_wakes_the_waiting_writer() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let locks = manager(&url, postgres::config(), &unique("last-reader")).await;
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        let reader = locks.lock("doc", LONG).read().acquire().await;
+        readers.push(reader.expect("acquire").expect("readers share"));
+    }
+    let writer = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let lock = locks.lock("doc", LONG).wait_for(Duration::from_secs(5));
+            let guard = lock.acquire().await.expect("acquire");
+            (guard.is_some(), std::time::Instant::now())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let late: Vec<_> = (0..4)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let lock = locks
+                    .lock("doc", LONG)
+                    .read()
+                    .wait_for(Duration::from_secs(5));
+                drop(lock.acquire().await.expect("acquire"));
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for reader in readers {
+        assert!(reader.release().await.expect("release"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let last_release = std::time::Instant::now();
+    let (got, at) = writer.await.expect("writer task");
+    let waited = at.saturating_duration_since(last_release);
+    eprintln!("the writer got the name {waited:?} after the last reader's release");
+    assert!(got, "the writer gets the name");
+    assert!(
+        waited < Duration::from_millis(500),
+        "the writer slept {waited:?} after the last reader left, instead of being woken"
+    );
+    for task in late {
+        task.await.expect("late reader");
+    }
+}

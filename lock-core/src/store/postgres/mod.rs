@@ -259,8 +259,14 @@ impl PostgresStore {
             )
             .await?;
         let released = !rows.is_empty();
-        if released {
-            // This process's own waiters need not wait for the NOTIFY.
+        // This process's own waiters need not wait for the NOTIFY, when
+        // there is one: a reader's release that leaves other readers in
+        // frees nothing a waiter could take, and waking one then (a writer,
+        // say) would only send it to the back of the line.
+        let freed = rows
+            .iter()
+            .any(|row| row.try_get::<_, bool>(1).unwrap_or(true));
+        if freed {
             self.shared.waiters.released(key);
         }
         Ok(released)

@@ -232,7 +232,9 @@ pub(super) fn micros_until(at: &str) -> String {
 /// waits for that); the row, empty, is the sweep's. Each part decides on
 /// the row as it is when locked, never as it was when the statement began:
 /// two readers leaving at once each take out their own token. Returns one
-/// row when a live lease was freed, none otherwise.
+/// row when a live lease was freed, none otherwise; its second column,
+/// `freed`, says whether the name is now free (false while other readers
+/// hold it).
 pub(super) fn release(leases: &str) -> String {
     let kept = |column: &str| {
         format!(
@@ -248,7 +250,8 @@ gone AS (
     WHERE t.name = $1
       AND CASE WHEN $2::text IS NULL THEN t.expires_at > c.now OR {any}
                ELSE t.token = $2 AND t.expires_at > c.now END
-    RETURNING CASE WHEN t.waited_until > c.now THEN pg_notify($3, $4) IS NULL END),
+    RETURNING CASE WHEN t.waited_until > c.now THEN pg_notify($3, $4) IS NULL END,
+              true AS freed),
 reader AS (
     UPDATE {leases} AS t SET reader_tokens = {tokens}, reader_expiries = {expiries}
     FROM c
@@ -256,7 +259,8 @@ reader AS (
       AND EXISTS (SELECT FROM unnest(t.reader_tokens, t.reader_expiries) AS r(token, expires_at)
                   WHERE r.token = $2 AND r.expires_at > c.now)
     RETURNING CASE WHEN t.waited_until > c.now AND cardinality(t.reader_tokens) = 0
-                   THEN pg_notify($3, $4) IS NULL END)
+                   THEN pg_notify($3, $4) IS NULL END,
+              cardinality(t.reader_tokens) = 0 AS freed)
 SELECT * FROM gone UNION ALL SELECT * FROM reader",
         any = live_readers("t", "c.now"),
         tokens = kept("token"),
