@@ -31,10 +31,7 @@ impl Shared {
         // One deadline for the whole acquire, both requests of a
         // waiting one included.
         let deadline = connect::write_deadline(&self.config);
-        if request.read {
-            return self.acquire_reader(request, deadline).await;
-        }
-        if request.fenced {
+        if request.read || request.fenced {
             return self.acquire_scripted(request, deadline).await;
         }
         // A caller that waits tries the plain `SET NX PX` first too:
@@ -132,47 +129,6 @@ impl Shared {
             .collect())
     }
 
-    /// An acquire of the read side: one script, which joins the readers
-    /// unless a writer holds the name or waits for it, and, for a caller
-    /// that waits and is held off, marks the name as waited for.
-    async fn acquire_reader(
-        &self,
-        request: AcquireRequest<'_>,
-        deadline: Deadline,
-    ) -> Result<Attempt> {
-        // Before the script: a release that lands between the script and our
-        // sleep must still wake us.
-        let interest = match request.wake {
-            true => Some(self.waiters.register(&lease_key(request.key)?)),
-            false => None,
-        };
-        let script = &self.scripts.read_acquire;
-        let key = request.key;
-        let keys = [
-            KeyArg::lease(key),
-            KeyArg::waiters(key),
-            KeyArg::readers(key),
-            KeyArg::writer_waits(key),
-        ];
-        let mut call = evalsha(script, &keys);
-        call.arg(request.token)
-            .arg(millis(request.ttl))
-            .arg(if request.wake { "1" } else { "0" })
-            .arg(WAITERS_MARGIN_MS);
-        let ((acquired, detail), acked): ((i64, i64), _) = self
-            .invoke_write("acquire", request.key, script, &call, deadline)
-            .await?;
-        self.replicated(acquired == 1, acked)?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired { fence: None }
-        } else {
-            Attempt::Held {
-                remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
-                wakeup: interest.map(Wakeup::new),
-            }
-        })
-    }
-
     /// An acquire that does not want a fencing token: the native
     /// `SET key token NX PX ttl`, the atomic set-if-absent, alone.
     ///
@@ -239,10 +195,13 @@ impl Shared {
         })
     }
 
-    /// An acquire that wants a fencing token, or that waits and found the
-    /// key held: one script, so that marking the key as waited for (or
-    /// taking the next fencing token) happens atomically with the
-    /// set-if-absent.
+    /// An acquire that wants a fencing token, a reader's, or one that waits
+    /// and found the key held: one script, so that marking the key as
+    /// waited for (or taking the next fencing token, or joining the
+    /// readers unless a writer holds the name or waits for it) happens
+    /// atomically with the set-if-absent. The two scripts take their keys
+    /// in the same places, but for the third: the fencing counter or the
+    /// readers; the reader's script ignores the last argument.
     async fn acquire_scripted(
         &self,
         request: AcquireRequest<'_>,
@@ -254,12 +213,16 @@ impl Shared {
             true => Some(self.waiters.register(&lease_key(request.key)?)),
             false => None,
         };
-        let script = &self.scripts.acquire;
         let key = request.key;
+        let (script, third) = if request.read {
+            (&self.scripts.read_acquire, KeyArg::readers(key))
+        } else {
+            (&self.scripts.acquire, KeyArg::fence(key))
+        };
         let keys = [
             KeyArg::lease(key),
             KeyArg::waiters(key),
-            KeyArg::fence(key),
+            third,
             KeyArg::writer_waits(key),
         ];
         let mut call = evalsha(script, &keys);

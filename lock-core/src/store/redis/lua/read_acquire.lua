@@ -2,7 +2,9 @@
 -- it or waits for it, atomically.
 -- KEYS: lease, waiters marker, readers, writer-waits claims (see
 --       acquire.lua).
--- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms.
+-- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms (and a
+--       fifth, acquire.lua's fencing flag, sent by the same call site and
+--       ignored here).
 -- Returns {1, 0} when acquired, {0, remaining ms} when held.
 --
 -- While readers hold a name, its lease key holds READERS with the expiry of
