@@ -254,11 +254,16 @@ fn bindings(pat: &Pat, names: &mut Vec<String>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use quote::quote;
 
-    fn settings(args: proc_macro2::TokenStream, sig: Signature) -> (Settings, Vec<String>) {
+    /// The settings `args` give a function of signature `sig`, and the
+    /// error messages.
+    pub(crate) fn settings(
+        args: proc_macro2::TokenStream,
+        sig: Signature,
+    ) -> (Settings, Vec<String>) {
         let mut errors = Errors::default();
         let args = Args::parse(args, &mut errors);
         let settings = Settings::new(args, &sig, &mut errors);

@@ -171,14 +171,7 @@ mod tests {
     use syn::Signature;
 
     use super::*;
-    use crate::validate::Settings;
-
-    fn settings(args: proc_macro2::TokenStream, sig: Signature) -> (Settings, Vec<String>) {
-        let mut errors = Errors::default();
-        let args = Args::parse(args, &mut errors);
-        let settings = Settings::new(args, &sig, &mut errors);
-        (settings, errors.messages())
-    }
+    use crate::validate::tests::settings;
 
     // Each lease option must reach the settings exactly as written.
     #[test]
