@@ -18,6 +18,9 @@ use crate::ms;
 /// A TTL no test outlives.
 const LONG: Duration = Duration::from_secs(60);
 
+/// Far above what a correct store needs: a hang guard.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+
 /// True when the store keeps readers; otherwise checks that it refuses one
 /// clearly, and returns false.
 async fn keeps_readers(locks: &LockManager) -> bool {
@@ -197,6 +200,58 @@ pub async fn a_waiting_writer_is_not_starved_by_overlapping_readers(locks: LockM
     assert!(writer.release().await.expect("release"));
     for reader in readers {
         reader.await.expect("reader task");
+    }
+}
+
+/// A writer's release lets in every reader waiting for the name, in this
+/// process as in others: each is woken, none is left to sleep out the
+/// writer's TTL or its own wait. A store that wakes one waiter per release
+/// (right for writers, who exclude each other) must pass the wake on from
+/// a reader that gets in.
+pub async fn a_writers_release_lets_every_waiting_reader_in(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let writer = locks
+        .lock("shelf", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let waiting = locks.lock("shelf", LONG).read().wait_for(LONG);
+                let guard = waiting.acquire().await.expect("read").expect("admitted");
+                let admitted = Instant::now();
+                // Held until every reader is in, so each is let in beside
+                // the others rather than after them.
+                (guard, admitted)
+            })
+        })
+        .collect();
+    // Every reader has made its first attempt and is asleep.
+    tokio::time::sleep(ms(&locks, 300)).await;
+    let released = Instant::now();
+    assert!(writer.release().await.expect("release"));
+    let mut slowest = Duration::ZERO;
+    let mut guards = Vec::new();
+    for reader in readers {
+        let within = tokio::time::timeout(HANG_GUARD, reader).await;
+        let (guard, admitted) = within
+            .expect("every waiting reader is let in long before its wait or the writer's TTL ends")
+            .expect("reader task");
+        slowest = slowest.max(admitted.saturating_duration_since(released));
+        guards.push(guard);
+    }
+    eprintln!("4 waiting readers let in by one writer's release; the last after {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a reader slept on after the writer released: let in after {slowest:?}"
+    );
+    for guard in guards {
+        assert!(guard.release().await.expect("release"));
     }
 }
 

@@ -124,6 +124,21 @@ impl Waiters {
         }
     }
 
+    /// A reader of `key` got in: wake the next waiter of `key` in this
+    /// process, who may be a reader that can get in too.
+    ///
+    /// A release wakes one local waiter ([`released`](Waiters::released)),
+    /// which is right when the waiters are writers: one gets in, and the
+    /// others would only fail. Readers share, so each one admitted passes
+    /// the wake on; without it, one writer's release lets one of this
+    /// process's waiting readers in and leaves the others asleep until
+    /// their nap ends. A writer woken this way finds the readers and waits
+    /// again. Call it with the reader's own [`Interest`] dropped, so the
+    /// wake goes to somebody else.
+    pub fn reader_admitted(&self, key: &str) {
+        self.released(key);
+    }
+
     /// Wakes every waiter of `key` (each retries once): used when listening
     /// for `key` has just started, since a release may have come before, or
     /// when listening for it ended with a release possibly unheard.
@@ -220,6 +235,33 @@ mod tests {
                 Watch::Stop("b".into()),
                 Watch::Stop("a".into()),
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn each_admitted_reader_wakes_the_next_waiter_of_its_key() {
+        // One release wakes one waiter; readers let in pass the wake on, so
+        // every waiting reader of the process gets in, one after another.
+        let waiters = Arc::new(Waiters::default());
+        let mut waiting: Vec<_> = (0..3).map(|_| Box::pin(waiters.register("k"))).collect();
+        let other = Box::pin(waiters.register("other"));
+        waiters.released("k");
+        for round in 0..3 {
+            let woken = waiting
+                .iter_mut()
+                .position(|interest| {
+                    let mut cx = Context::from_waker(std::task::Waker::noop());
+                    interest.as_mut().poll(&mut cx).is_ready()
+                })
+                .unwrap_or_else(|| panic!("round {round}: nobody was woken"));
+            drop(waiting.remove(woken));
+            waiters.reader_admitted("k");
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut other = other;
+        assert!(
+            other.as_mut().poll(&mut cx).is_pending(),
+            "the waiters of another key sleep on"
         );
     }
 

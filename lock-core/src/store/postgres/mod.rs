@@ -329,6 +329,12 @@ impl LockStore for PostgresStore {
             let read = |e: tokio_postgres::Error| Error::store("acquire", request.key, e);
             let acquired: bool = row.try_get(0).map_err(read)?;
             if acquired {
+                // Readers waiting here pass the wake on (see
+                // `reader_admitted`).
+                if request.read {
+                    drop(interest);
+                    self.shared.waiters.reader_admitted(request.key);
+                }
                 let fence: Option<i64> = row.try_get(1).map_err(read)?;
                 return Ok(Attempt::Acquired {
                     fence: fence.map(i64::unsigned_abs),

@@ -237,15 +237,21 @@ impl Shared {
         // Not acknowledged: the runtime gives back the lease of an acquire
         // that fails.
         self.replicated(acquired == 1, acked)?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired {
-                fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
-            }
-        } else {
-            Attempt::Held {
+        if acquired != 1 {
+            return Ok(Attempt::Held {
                 remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
                 wakeup: interest.map(Wakeup::new),
+            });
+        }
+        // Readers waiting here pass the wake on (see `reader_admitted`).
+        if request.read && !self.waiters.is_empty() {
+            drop(interest);
+            if let Ok(lease) = lease_key(key) {
+                self.waiters.reader_admitted(&lease);
             }
+        }
+        Ok(Attempt::Acquired {
+            fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
         })
     }
 }
