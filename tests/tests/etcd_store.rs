@@ -38,6 +38,30 @@ async fn processes_contending_for_one_lock_lose_no_update() {
     assert_eq!(total, 800, "no update lost across 4 processes");
 }
 
+/// 4 processes, each with 2 writers and 4 readers of one name in etcd:
+/// writers mark a shared file as being written, update it and clear the
+/// mark; readers must never see the mark. Every write lands, and no read
+/// sees one under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_write_under_way_across_4_processes() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let run = children::read_write_across_processes(
+        env!("CARGO_BIN_EXE_lock-child"),
+        &endpoints.join(","),
+        &unique("read-write"),
+        &[],
+        (4, 2, 4, 25),
+        30_000,
+    );
+    eprintln!("etcd, 4 processes: {run:?}");
+    assert_eq!(run.torn, 0, "no read saw a write under way: {run:?}");
+    assert_eq!(run.writes, 200, "every write ran: {run:?}");
+    assert_eq!(run.reads, 400, "every read ran: {run:?}");
+    assert_eq!(run.total, 200, "no update lost: {run:?}");
+}
+
 /// What one lock name saw during the failover run.
 #[derive(Default)]
 struct Seen {

@@ -385,6 +385,7 @@ impl Settle {
 
 /// A key as a transaction's `get` read it.
 pub(super) struct Found {
+    pub(super) key: Vec<u8>,
     pub(super) value: Vec<u8>,
     pub(super) lease: i64,
     pub(super) mod_revision: i64,
@@ -394,6 +395,7 @@ pub(super) struct Found {
 pub(super) fn found(responses: &[TxnOpResponse]) -> Option<Found> {
     responses.iter().find_map(|response| match response {
         TxnOpResponse::Get(get) => get.kvs().first().map(|kv| Found {
+            key: kv.key().to_vec(),
             value: kv.value().to_vec(),
             lease: kv.lease(),
             mod_revision: kv.mod_revision(),

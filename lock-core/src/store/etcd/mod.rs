@@ -9,15 +9,21 @@
 
 mod config;
 mod connect;
+mod keys;
 mod leases;
+mod listing;
+mod read;
 pub(crate) mod url;
 mod watch;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
 
 pub use self::config::EtcdConfig;
 use self::leases::{ExtendSent, Granted, found, revoke_later};
@@ -53,11 +59,13 @@ use crate::{Error, Holder, Result};
 ///
 /// | operation | etcd requests |
 /// |---|---|
-/// | acquire | grant an etcd lease with the TTL, then one transaction: `put key token` on that lease if the key does not exist (`create_revision == 0`), else read the holder; a waiting caller then reads the holder's lease TTL |
-/// | release | one transaction: delete the key if its value is our token; then revoke its lease |
-/// | extend | grant a lease with the new TTL, then one transaction: `put key token` on it if the value is still our token; then revoke the old lease |
-/// | holder | read the key, then its lease's remaining TTL |
-/// | list | a ranged read of the prefix, in pages of 1,000 pinned to one revision (a consistent snapshot), then each lease's remaining TTL |
+/// | acquire | grant an etcd lease with the TTL, then one transaction: `put key token` on that lease if neither the key nor any reader's key exists (`create_revision == 0` on the key and on the readers' range), else read the holder; a waiting caller then reads the holder's lease TTL |
+/// | a reader's acquire | the same, putting the reader's own key if the key and every waiting writer's claim are absent |
+/// | release | one transaction: delete the key if its value is our token, else delete our reader's key; then revoke its lease |
+/// | extend | grant a lease with the new TTL, then one transaction: `put key token` on it if the value is still our token (a reader: a second transaction, on its own key); then revoke the old lease |
+/// | holder | one ranged read of the key and its readers, then the lease's remaining TTL (a reader's: the one that ends first) |
+/// | list | a ranged read of the prefix, in pages of 1,000 pinned to one revision (a consistent snapshot), then each lease's remaining TTL: one entry per writer and per reader |
+/// | force-release | one ranged delete of the key, its readers and its claims; then revoke their leases |
 ///
 /// Each lock has an etcd lease of its own, so each can have its own TTL and
 /// a release frees exactly one key. A lease granted for an attempt that
@@ -97,6 +105,23 @@ use crate::{Error, Holder, Result};
 /// watch resumes just after the last delete it delivered: waiters keep
 /// waiting through the outage instead of being woken into attempts that
 /// fail, and a release during it still wakes one.
+///
+/// # Readers
+///
+/// [`read_mode`](LockStore::read_mode) is true. Each reader
+/// ([`Lock::read`](crate::Lock::read)) is a key of its own beside the
+/// name's, on an etcd lease of its own, so it expires alone, and its
+/// release and extend touch nothing else. A writer that waits while
+/// readers hold the name claims it: a key on a short lease that holds new
+/// readers off, so overlapping readers cannot starve it. Its claim goes
+/// when it takes the name or stops waiting (cancelled included), and runs
+/// out within two seconds (or etcd's shortest lease) if its process dies;
+/// while it claims, it tries again every second. A writer waiting behind
+/// another writer makes no claim: when that writer releases, new readers
+/// may go first. Names containing a NUL byte are refused with
+/// [`Error::InvalidName`], since a name's readers are kept under the name
+/// followed by one. Every process using a name's read side must run a
+/// version that has it: an earlier version's writer does not see readers.
 ///
 /// # What etcd adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
@@ -147,6 +172,13 @@ impl EtcdStore {
         revoke_later(&self.shared.client, lease, None, self.shared.config.timeout);
     }
 
+    /// How long a waiting writer's claim lasts, in seconds: at least
+    /// [`read::CLAIM_SECONDS`], and no shorter than the cluster grants.
+    fn claim_seconds(&self) -> i64 {
+        let shortest = self.seconds(self.shared.min_ttl.max(Duration::from_secs(1)));
+        shortest.max(read::CLAIM_SECONDS)
+    }
+
     /// The TTL to grant for `ttl`: whole seconds, rounded up.
     fn seconds(&self, ttl: Duration) -> i64 {
         let seconds = kit::store_ttl(ttl, self).as_secs();
@@ -163,6 +195,7 @@ impl LockStore for EtcdStore {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         Box::pin(async move {
             kit::check_lease(request.key, request.ttl, self)?;
+            keys::check_name(request.key)?;
             // Before the attempt, so the watch this waiter asks for below is
             // kept while it waits.
             let interest = request
@@ -176,14 +209,11 @@ impl LockStore for EtcdStore {
             let mut client = self.shared.client.clone();
             let attempt = async {
                 lease.grant().await?;
-                let txn = Txn::new()
-                    .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-                    .and_then([TxnOp::put(
-                        key,
-                        token,
-                        Some(PutOptions::new().with_lease(lease.id())),
-                    )])
-                    .or_else([TxnOp::get(key, None)]);
+                let txn = if request.read {
+                    read::reader_put(key, token, lease.id())
+                } else {
+                    read::writer_put(key, token, lease.id(), wake)
+                };
                 let answer = client.txn(txn).await?;
                 let revision = answer.header().map_or(0, |header| header.revision());
                 Ok::<_, BoxError>((
@@ -192,43 +222,76 @@ impl LockStore for EtcdStore {
                     found(answer.op_responses().as_slice()),
                 ))
             };
-            // One deadline for the whole attempt, the holder's TTL included.
+            // One deadline for the whole attempt, the holder's TTL and a
+            // writer's claim included.
             let deadline = self.deadline();
             let failed = |e: CallError<BoxError>| Error::store("acquire", key, e.into_boxed());
             let (won, revision, holder) = deadline.bound(attempt).await.map_err(failed)?;
             if won {
                 lease.keep();
-            } else {
-                // Nobody's: back now, not after the holder's TTL is read.
-                drop(lease);
+                if request.read {
+                    // Readers waiting here pass the wake on (see
+                    // `reader_admitted`).
+                    drop(interest);
+                    self.shared.waiters.reader_admitted(key);
+                }
+                return Ok(Attempt::Acquired {
+                    fence: request.fenced.then_some(revision.max(0).unsigned_abs()),
+                });
             }
-            let holder = match holder {
-                Some(holder) if !won && wake && holder.lease != 0 => {
+            // Nobody's: back now, not after the holder's TTL is read.
+            drop(lease);
+            let Some(interest) = interest else {
+                return Ok(Attempt::Held {
+                    remaining: None,
+                    wakeup: None,
+                });
+            };
+            let mut remaining = match &holder {
+                Some(holder) if holder.lease != 0 => {
                     let mut client = self.shared.client.clone();
                     let ttl = async {
                         Ok::<_, BoxError>(
                             client.lease_time_to_live(holder.lease, None).await?.ttl(),
                         )
                     };
-                    Some(deadline.bound(ttl).await.map_err(failed)?)
+                    let ttl = deadline.bound(ttl).await.map_err(failed)?;
+                    // The TTL's seconds are truncated: add one so a nap
+                    // covers it (the watch wakes the waiter at the delete
+                    // anyway).
+                    Some(Duration::from_secs(ttl.max(0).unsigned_abs() + 1))
                 }
                 _ => None,
             };
-            if won {
-                return Ok(Attempt::Acquired {
-                    fence: request.fenced.then_some(revision.max(0).unsigned_abs()),
-                });
-            }
-            if request.wake {
-                // Watch from just after the revision it was found held at:
-                // its delete cannot slip between this attempt and the watch.
-                self.shared.watches.watch(request.key, revision + 1);
-            }
+            // A writer held off by readers claims the name, so that no new
+            // reader gets in meanwhile; it tries again before the claim
+            // runs out (see `read`).
+            let held_by_readers = holder.is_some_and(|holder| {
+                std::str::from_utf8(&holder.key)
+                    .is_ok_and(|held| matches!(keys::parse(held), keys::Stored::Reader(_)))
+            });
+            let claim = if !request.read && held_by_readers {
+                let seconds = self.claim_seconds();
+                let claim = read::Claim::put(
+                    &self.shared.client,
+                    key,
+                    token,
+                    seconds,
+                    self.shared.config.timeout,
+                );
+                let claim = deadline.bound(claim).await.map_err(failed)?;
+                let renew = Duration::from_secs(seconds.unsigned_abs()) / 2;
+                remaining = Some(remaining.map_or(renew, |left| left.min(renew)));
+                Some(claim)
+            } else {
+                None
+            };
+            // Watch from just after the revision it was found held at: its
+            // delete cannot slip between this attempt and the watch.
+            self.shared.watches.watch(key, revision + 1);
             Ok(Attempt::Held {
-                // The TTL's seconds are truncated: add one so a nap covers
-                // it (the watch wakes the waiter at the delete anyway).
-                remaining: holder.map(|ttl| Duration::from_secs(ttl.max(0).unsigned_abs() + 1)),
-                wakeup: interest.map(Wakeup::new),
+                remaining,
+                wakeup: Some(Wakeup::new(read::Waiting::new(interest, claim))),
             })
         })
     }
@@ -238,6 +301,8 @@ impl LockStore for EtcdStore {
             let (key_owned, token_owned) = (key.to_owned(), token.to_owned());
             let (released, lease) = self
                 .call("release", key, |mut client| async move {
+                    // The writer's key if it is ours, else our reader's key.
+                    let reader = keys::reader(&key_owned, &token_owned);
                     let txn = Txn::new()
                         .when([Compare::value(
                             key_owned.clone(),
@@ -247,10 +312,24 @@ impl LockStore for EtcdStore {
                         .and_then([
                             TxnOp::get(key_owned.clone(), None),
                             TxnOp::delete(key_owned, None),
-                        ]);
+                        ])
+                        .or_else([TxnOp::delete(
+                            reader,
+                            Some(DeleteOptions::new().with_prev_key()),
+                        )]);
                     let answer = client.txn(txn).await?;
-                    let lease = found(answer.op_responses().as_slice()).map_or(0, |kv| kv.lease);
-                    Ok::<_, BoxError>((answer.succeeded(), lease))
+                    let responses = answer.op_responses();
+                    if answer.succeeded() {
+                        let lease = found(responses.as_slice()).map_or(0, |kv| kv.lease);
+                        return Ok::<_, BoxError>((true, lease));
+                    }
+                    Ok(match responses.first() {
+                        Some(TxnOpResponse::Delete(deleted)) => (
+                            deleted.deleted() > 0,
+                            deleted.prev_kvs().first().map_or(0, |kv| kv.lease()),
+                        ),
+                        _ => (false, 0),
+                    })
                 })
                 .await?;
             if released {
@@ -272,12 +351,31 @@ impl LockStore for EtcdStore {
             let seconds = self.seconds(ttl);
             let mut client = self.shared.client.clone();
             let extending = async {
-                for _ in 0..EXTEND_TRIES {
+                // The writer's key, until it turns out to be a reader's
+                // lease: then that reader's key.
+                let mut target = Cow::Borrowed(key);
+                let mut spare = None;
+                let mut tries = 0;
+                while tries < EXTEND_TRIES {
                     // Given back if this future is dropped before the key is
                     // known to be on it, or if the key is not ours.
-                    let mut lease =
-                        Granted::new(&self.shared.client, seconds, self.shared.config.timeout);
-                    let granted_at = lease.grant().await?;
+                    let (mut lease, granted_at) = match spare.take() {
+                        Some(spare) => spare,
+                        None => {
+                            let mut lease = Granted::new(
+                                &self.shared.client,
+                                seconds,
+                                self.shared.config.timeout,
+                            );
+                            let granted_at = lease.grant().await?;
+                            (lease, granted_at)
+                        }
+                    };
+                    let reader = keys::reader(key, token);
+                    let mut otherwise = vec![TxnOp::get(&*target, None)];
+                    if matches!(target, Cow::Borrowed(_)) {
+                        otherwise.push(TxnOp::get(reader.as_str(), None));
+                    }
                     // Only onto a key untouched since the grant: a copy of
                     // this transaction delayed in the cluster must never land
                     // after a later write (the background settling of a
@@ -286,28 +384,46 @@ impl LockStore for EtcdStore {
                     // then revokes, deleting a key that is still held.
                     let txn = Txn::new()
                         .when([
-                            Compare::value(key, CompareOp::Equal, token),
-                            Compare::mod_revision(key, CompareOp::Less, granted_at + 1),
+                            Compare::value(&*target, CompareOp::Equal, token),
+                            Compare::mod_revision(&*target, CompareOp::Less, granted_at + 1),
                         ])
                         .and_then([
-                            TxnOp::get(key, None),
-                            TxnOp::put(key, token, Some(PutOptions::new().with_lease(lease.id()))),
+                            TxnOp::get(&*target, None),
+                            TxnOp::put(
+                                &*target,
+                                token,
+                                Some(PutOptions::new().with_lease(lease.id())),
+                            ),
                         ])
-                        .or_else([TxnOp::get(key, None)]);
+                        .or_else(otherwise);
                     // From here until its answer is read, the key may be on
                     // either lease: a cut-off extend is settled in the
                     // background.
-                    let sent = ExtendSent::new(&mut lease, key, token, granted_at);
+                    let sent = ExtendSent::new(&mut lease, &target, token, granted_at);
                     let answer = client.txn(txn).await?;
                     sent.answered();
-                    let now = found(answer.op_responses().as_slice());
+                    let responses = answer.op_responses();
                     if answer.succeeded() {
-                        let old = now.map_or(0, |kv| kv.lease);
+                        let old = found(&responses).map_or(0, |kv| kv.lease);
                         return Ok::<_, BoxError>((Some(lease), old));
                     }
-                    // Still ours, but written since the grant: try again on
-                    // a fresh lease (this one is given back as it drops).
-                    if now.is_none_or(|kv| kv.value != token.as_bytes()) {
+                    let ours = |at: usize| {
+                        responses
+                            .get(at)
+                            .and_then(|response| found(std::slice::from_ref(response)))
+                            .is_some_and(|kv| kv.value == token.as_bytes())
+                    };
+                    if ours(0) {
+                        // Still ours, but written since the grant: try again
+                        // on a fresh lease (this one is given back as it
+                        // drops).
+                        tries += 1;
+                    } else if matches!(target, Cow::Borrowed(_)) && ours(1) {
+                        // A reader's lease: extend its key instead, on the
+                        // lease just granted, which nothing is on yet.
+                        target = Cow::Owned(reader);
+                        spare = Some((lease, granted_at));
+                    } else {
                         return Ok((None, 0));
                     }
                 }
@@ -336,103 +452,42 @@ impl LockStore for EtcdStore {
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let key_owned = key.to_owned();
-            let (released, lease) = self
+            // The name's writer, its readers and the claims of writers
+            // waiting for them: every key of the name, in one delete.
+            let options = DeleteOptions::new()
+                .with_range(keys::companions_end(key))
+                .with_prev_key();
+            let (released, leases) = self
                 .call("force-release", key, |mut client| async move {
-                    let answer = client
-                        .delete(key_owned, Some(DeleteOptions::new().with_prev_key()))
-                        .await?;
-                    let lease = answer.prev_kvs().first().map_or(0, |kv| kv.lease());
-                    Ok::<_, BoxError>((answer.deleted() > 0, lease))
+                    let answer = client.delete(key_owned, Some(options)).await?;
+                    let mut released = false;
+                    let mut leases = Vec::new();
+                    for kv in answer.prev_kvs() {
+                        let held = kv.key_str().is_ok_and(|stored| {
+                            !matches!(keys::parse(stored), keys::Stored::Claim(_))
+                        });
+                        released |= held;
+                        leases.push(kv.lease());
+                    }
+                    Ok::<_, BoxError>((released, leases))
                 })
                 .await?;
-            if released {
+            for lease in leases {
                 self.revoke_later(lease);
-                self.shared.waiters.released(key);
+            }
+            if released {
+                self.shared.waiters.wake_key(key);
             }
             Ok(released)
         })
     }
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
-        Box::pin(async move {
-            let key_owned = key.to_owned();
-            self.call("read the holder of", key, |mut client| async move {
-                let answer = client.get(key_owned, None::<GetOptions>).await?;
-                let Some(kv) = answer.kvs().first() else {
-                    return Ok(None);
-                };
-                let token = String::from_utf8_lossy(kv.value()).into_owned();
-                let revision = kv.create_revision();
-                holder_of(&mut client, token, kv.lease(), revision).await
-            })
-            .await
-        })
+        Box::pin(self.holder_of_name(key))
     }
 
-    /// One ranged read of the keys under `prefix`, in pages pinned to the
-    /// first page's revision (one consistent snapshot), then each lease's
-    /// remaining TTL.
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {
-        Box::pin(async move {
-            const OPERATION: &str = "list the locks under";
-            const PAGE: i64 = 1000;
-            let end = prefix_end(prefix.as_bytes());
-            let mut start = if prefix.is_empty() {
-                vec![0]
-            } else {
-                prefix.as_bytes().to_vec()
-            };
-            let mut revision = 0;
-            let mut found = Vec::new();
-            loop {
-                let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-                if revision > 0 {
-                    options = options.with_revision(revision);
-                }
-                let from = std::mem::take(&mut start);
-                let answer = self
-                    .call(OPERATION, prefix, |mut client| async move {
-                        Ok::<_, BoxError>(client.get(from, Some(options)).await?)
-                    })
-                    .await?;
-                if revision == 0 {
-                    revision = answer.header().map_or(0, |header| header.revision());
-                }
-                for kv in answer.kvs() {
-                    let (Ok(key), Ok(token)) = (kv.key_str(), kv.value_str()) else {
-                        continue;
-                    };
-                    found.push((
-                        key.to_owned(),
-                        token.to_owned(),
-                        kv.lease(),
-                        kv.create_revision(),
-                    ));
-                }
-                match answer.kvs().last() {
-                    Some(last) if answer.more() => {
-                        start = last.key().to_vec();
-                        start.push(0);
-                    }
-                    _ => break,
-                }
-            }
-            let mut held = Vec::with_capacity(found.len());
-            for batch in found.chunks(128) {
-                let reads = batch.iter().map(|(_, token, lease, revision)| {
-                    self.call(OPERATION, prefix, move |mut client| async move {
-                        holder_of(&mut client, token.clone(), *lease, *revision).await
-                    })
-                });
-                let holders = futures_util::future::join_all(reads).await;
-                for ((key, ..), holder) in batch.iter().zip(holders) {
-                    if let Some(holder) = holder? {
-                        held.push((key.clone(), holder));
-                    }
-                }
-            }
-            Ok(held)
-        })
+        Box::pin(self.list_under(prefix))
     }
 
     fn name(&self) -> &'static str {
@@ -460,46 +515,11 @@ impl LockStore for EtcdStore {
     fn fencing(&self) -> bool {
         true
     }
-}
 
-/// The holder of a key read as `token` on `lease`, created at `revision`
-/// (its fencing token): the lease's remaining TTL read now, or `None` when
-/// it ran out since the key was read.
-async fn holder_of(
-    client: &mut Client,
-    token: String,
-    lease: i64,
-    revision: i64,
-) -> std::result::Result<Option<Holder>, BoxError> {
-    let remaining = if lease == 0 {
-        // No lease: written by something other than this library.
-        Duration::MAX
-    } else {
-        let ttl = client.lease_time_to_live(lease, None).await?.ttl();
-        if ttl < 0 {
-            return Ok(None);
-        }
-        Duration::from_secs(ttl.unsigned_abs())
-    };
-    let holder = Holder::new(token, remaining);
-    Ok(Some(match u64::try_from(revision) {
-        Ok(fence) if fence > 0 => holder.with_fence(fence),
-        _ => holder,
-    }))
-}
-
-/// The end of the key range holding every key that starts with `prefix`:
-/// the prefix with its last byte below 0xff raised by one; `[0]` (every
-/// key from the start) when there is none.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
+    /// Readers are keys of their own beside the name's (see `read`).
+    fn read_mode(&self) -> bool {
+        true
     }
-    vec![0]
 }
 
 impl fmt::Debug for EtcdStore {
@@ -510,22 +530,5 @@ impl fmt::Debug for EtcdStore {
             .field("min_ttl", &self.shared.min_ttl)
             .field("waited_keys", &self.shared.waiters.len())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn the_range_of_a_prefix_ends_just_past_its_last_key() {
-        assert_eq!(prefix_end(b"lock:"), b"lock;".to_vec());
-        assert_eq!(
-            prefix_end(b"a\xff\xff"),
-            b"b".to_vec(),
-            "0xff bytes roll over"
-        );
-        assert_eq!(prefix_end(b"\xff"), vec![0], "no end: every key");
-        assert_eq!(prefix_end(b""), vec![0], "the empty prefix: every key");
     }
 }

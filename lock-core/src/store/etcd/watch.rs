@@ -1,6 +1,8 @@
 //! The store's one watch stream: a watch per key that this process waits
 //! for, multiplexed on one gRPC stream, waking the key's waiters when the
-//! key is deleted (a release, a force-release, or its lease expiring).
+//! key is deleted (a release, a force-release, or its lease expiring), or
+//! one of its companions is: a reader's key, a waiting writer's claim
+//! (each watch covers the name's range, see `keys`).
 //!
 //! A waiter asks for its key to be watched from just after the revision at
 //! which it found the key held, so a delete between its attempt and the
@@ -33,6 +35,7 @@ use etcd_client::{Client, EventType, WatchFilterType, WatchOptions, WatchRespons
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::keys::{self, Stored};
 use crate::store::kit::{Background, Backoff, Deadline, Waiters};
 
 /// How often watches of keys nobody waits for are cancelled.
@@ -208,7 +211,7 @@ impl Task {
         let (first, rest) = wanted.split_first()?;
         let first_id = self.take_id();
         let mut client = self.client.watch_client();
-        let opening = client.watch(first.0.as_bytes(), Some(options(first_id, first.1)));
+        let opening = client.watch(first.0.as_bytes(), Some(options(&first.0, first_id, first.1)));
         let mut stream = match deadline.bound(opening).await {
             Ok(stream) => stream,
             Err(error) => {
@@ -219,7 +222,7 @@ impl Task {
         self.ids.insert(first.0.clone(), first_id);
         for (key, revision) in rest {
             let id = self.take_id();
-            let asked = stream.watch(key.as_bytes(), Some(options(id, *revision)));
+            let asked = stream.watch(key.as_bytes(), Some(options(key, id, *revision)));
             deadline.bound(asked).await.ok()?;
             self.ids.insert(key.clone(), id);
         }
@@ -239,7 +242,7 @@ impl Task {
                         // Bounded: a stalled stream must not stop this task
                         // from hearing releases for good.
                         let sent = Deadline::after(self.timeout, "EtcdConfig::timeout")
-                            .bound(stream.watch(key.as_bytes(), Some(options(id, revision))))
+                            .bound(stream.watch(key.as_bytes(), Some(options(&key, id, revision))))
                             .await;
                         if sent.is_err() {
                             return Ended::Broken;
@@ -289,8 +292,12 @@ impl Task {
                 continue;
             }
             let Some(kv) = event.kv() else { continue };
-            let Ok(key) = std::str::from_utf8(kv.key()) else {
+            let Ok(stored) = std::str::from_utf8(kv.key()) else {
                 continue;
+            };
+            // A reader's key or a claim wakes the waiters of its name.
+            let key = match keys::parse(stored) {
+                Stored::Writer(key) | Stored::Reader(key) | Stored::Claim(key) => key,
             };
             // A stream opened again resumes this key after this delete.
             if let Some(from) = self.wanted.get_mut(key) {
@@ -340,8 +347,11 @@ fn refused_or_broken(reason: &str) -> Ended {
     }
 }
 
-fn options(id: i64, revision: i64) -> WatchOptions {
+/// The watch of `key` and its companions (its readers, and the claims of
+/// writers waiting for them).
+fn options(key: &str, id: i64, revision: i64) -> WatchOptions {
     WatchOptions::new()
+        .with_range(keys::companions_end(key))
         .with_watch_id(id)
         .with_start_revision(revision.max(1))
         .with_filters([WatchFilterType::NoPut])
