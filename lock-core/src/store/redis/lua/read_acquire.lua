@@ -22,8 +22,6 @@ end
 
 local READERS = '#readers'
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local value = redis.call('GET', KEYS[1])
 local remaining = nil
 if value and value ~= READERS then
@@ -32,8 +30,16 @@ if value and value ~= READERS then
   if remaining < 0 then
     remaining = tonumber(ARGV[2])
   end
-else
-  -- A writer waits for it: its claim has not ended.
+end
+local now = nil
+local function clock()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+-- A writer waits for it: its claim has not ended. (Mostly there is none,
+-- and one EXISTS says so.)
+if not remaining and redis.call('EXISTS', KEYS[4]) == 1 then
+  now = clock()
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   local claim = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')[2]
   if claim then
@@ -50,10 +56,17 @@ if remaining then
   return {0, remaining}
 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
-local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
-local left = math.max(last - now, 1)
-redis.call('SET', KEYS[1], READERS, 'PX', left)
-redis.call('PEXPIRE', KEYS[3], left)
+now = now or clock()
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
+-- The lease key and the readers set end with the last reader's lease: this
+-- one's, unless another ends later. (Readers whose lease ended are taken
+-- out by the next release.)
+if not value then
+  redis.call('SET', KEYS[1], READERS, 'PX', ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+elseif redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+end
 return {1, 0}

@@ -32,15 +32,20 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 local READERS_KEY = KEYS[1] .. ':readers'
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local ends = tonumber(redis.call('ZSCORE', READERS_KEY, ARGV[1]))
 if not ends then
   return 0
 end
 redis.call('ZREM', READERS_KEY, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', READERS_KEY, '-inf', now)
-local last = redis.call('ZRANGE', READERS_KEY, -1, -1, 'WITHSCORES')[2]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The readers left, those whose lease ended taken out (the set is gone
+-- with its last member: then nobody is left).
+local last = nil
+if redis.call('EXISTS', READERS_KEY) == 1 then
+  redis.call('ZREMRANGEBYSCORE', READERS_KEY, '-inf', now)
+  last = redis.call('ZRANGE', READERS_KEY, -1, -1, 'WITHSCORES')[2]
+end
 if last then
   local left = math.max(tonumber(last) - now, 1)
   redis.call('PEXPIRE', KEYS[1], left)
