@@ -31,6 +31,7 @@ pub use crate::read::{
     a_writers_release_lets_every_waiting_reader_in,
     cancelled_reader_and_writer_waits_leave_nothing_behind, each_reader_expires_on_its_own,
     readers_hold_a_name_together_and_a_writer_excludes_them,
+    the_last_readers_release_wakes_the_writer_ahead_of_waiting_readers,
 };
 use crate::{Instrumented, isolated, longest, ms};
 
@@ -987,6 +988,7 @@ macro_rules! store_contract {
             a_waiting_writer_is_not_starved_by_overlapping_readers,
             cancelled_reader_and_writer_waits_leave_nothing_behind,
             a_writers_release_lets_every_waiting_reader_in,
+            the_last_readers_release_wakes_the_writer_ahead_of_waiting_readers,
             a_reader_refuses_permits_and_fencing,
         );
     };

@@ -255,6 +255,68 @@ pub async fn a_writers_release_lets_every_waiting_reader_in(locks: LockManager) 
     }
 }
 
+/// The last reader's release wakes the writer waiting for the readers at
+/// once, even with new readers waiting behind that writer in the same
+/// process: a release that woke one of those readers instead (held off by
+/// the writer, it can only wait again) would leave the writer asleep until
+/// its nap ends. Prints how long after the release the writer got in.
+pub async fn the_last_readers_release_wakes_the_writer_ahead_of_waiting_readers(
+    locks: LockManager,
+) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        let reader = locks.lock("doc", LONG).read().acquire().await;
+        readers.push(reader.expect("acquire").expect("readers share"));
+    }
+    let writer = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let guard = locks.lock("doc", LONG).wait_for(LONG).acquire().await;
+            (guard.expect("acquire"), Instant::now())
+        })
+    };
+    // The writer is waiting, then new readers queue behind it.
+    tokio::time::sleep(ms(&locks, 100)).await;
+    let late: Vec<_> = (0..4)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let lock = locks.lock("doc", LONG).read().wait_for(LONG);
+                lock.acquire().await.expect("acquire").is_some()
+            })
+        })
+        .collect();
+    tokio::time::sleep(ms(&locks, 100)).await;
+    let mut last = Instant::now();
+    for reader in readers {
+        last = Instant::now();
+        assert!(reader.release().await.expect("release"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (guard, admitted) = tokio::time::timeout(HANG_GUARD, writer)
+        .await
+        .expect("the writer gets the name")
+        .expect("writer task");
+    let guard = guard.expect("the writer gets the name, ahead of the waiting readers");
+    let waited = admitted.saturating_duration_since(last);
+    eprintln!("the writer got the name {waited:?} after the last reader's release");
+    assert!(
+        waited < Duration::from_millis(500),
+        "the writer slept {waited:?} through the last reader's release"
+    );
+    assert!(guard.release().await.expect("release"));
+    for reader in late {
+        let admitted = tokio::time::timeout(HANG_GUARD, reader).await;
+        assert!(
+            admitted.expect("in").expect("reader task"),
+            "the late readers get in after the writer"
+        );
+    }
+}
+
 /// A reader or writer whose acquire is dropped while it waits leaves
 /// nothing behind: no lease, and no place in a queue holding others off.
 pub async fn cancelled_reader_and_writer_waits_leave_nothing_behind(locks: LockManager) {

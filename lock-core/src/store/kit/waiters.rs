@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
@@ -21,15 +22,44 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 /// Which keys this process's waiters are waiting for, by whatever key the
 /// store's release messages carry (Redis: the lease key `{lock:name}`).
 ///
-/// Each entry's `Notify` is shared by the waiters of that key; the map holds
+/// Each key's entry is shared by the waiters of that key; the map holds
 /// one reference and each waiter's [`Interest`] another, so an entry with a
-/// single reference has no waiter left and is removed.
+/// single reference has no waiter left and is removed. Writers (and plain
+/// waiters) and readers wait in two queues of the entry: a release wakes a
+/// writer first, since it excludes the others anyway and a waiting writer
+/// goes before new readers; a reader let in wakes the next reader (see
+/// [`reader_admitted`](Waiters::reader_admitted)).
 #[derive(Default)]
 pub struct Waiters {
-    keys: Mutex<HashMap<Box<str>, Arc<Notify>>>,
+    keys: Mutex<HashMap<Box<str>, Arc<Entry>>>,
     /// Where the first waiter for a key and the last one leaving are
     /// announced, for a store that listens per key (see [`Waiters::watched`]).
     watch: Option<UnboundedSender<Watch>>,
+}
+
+/// The waiters of one key.
+#[derive(Default)]
+struct Entry {
+    writers: Arc<Notify>,
+    readers: Arc<Notify>,
+    /// How many of the waiters are writers.
+    writers_waiting: AtomicUsize,
+}
+
+impl Entry {
+    /// Wakes one writer, or a reader when no writer waits.
+    fn wake_one(&self) {
+        if self.writers_waiting.load(Ordering::SeqCst) > 0 {
+            self.writers.notify_one();
+        } else {
+            self.readers.notify_one();
+        }
+    }
+
+    fn wake_all(&self) {
+        self.writers.notify_waiters();
+        self.readers.notify_waiters();
+    }
 }
 
 /// A change in which keys this process waits for.
@@ -70,7 +100,7 @@ impl Waiters {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Arc<Notify>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Arc<Entry>>> {
         // Nothing in this module panics while holding the lock, and the map
         // stays consistent at every step; a poisoned lock is still usable.
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
@@ -79,6 +109,14 @@ impl Waiters {
     /// Whether anybody in this process waits for `key`.
     pub fn contains(&self, key: &str) -> bool {
         self.lock().contains_key(key)
+    }
+
+    /// Whether a writer (or a plain waiter) in this process waits for
+    /// `key`.
+    pub fn has_writers(&self, key: &str) -> bool {
+        self.lock()
+            .get(key)
+            .is_some_and(|entry| entry.writers_waiting.load(Ordering::SeqCst) > 0)
     }
 
     /// How many keys somebody in this process waits for.
@@ -92,67 +130,97 @@ impl Waiters {
     }
 
     /// Registers a waiter for the next release of `key`, enabled at once so a
-    /// notification sent from now on is not lost.
+    /// notification sent from now on is not lost: a writer, or any waiter
+    /// of a store without readers.
     pub fn register(self: &Arc<Self>, key: &str) -> Interest {
-        let notify = {
+        self.enter(key, false)
+    }
+
+    /// Registers a reader waiting for `key` (see [`register`](Waiters::register)).
+    pub fn register_reader(self: &Arc<Self>, key: &str) -> Interest {
+        self.enter(key, true)
+    }
+
+    fn enter(self: &Arc<Self>, key: &str, reader: bool) -> Interest {
+        let entry = {
             let mut keys = self.lock();
-            match keys.get(key) {
-                Some(notify) => Arc::clone(notify),
+            let entry = match keys.get(key) {
+                Some(entry) => Arc::clone(entry),
                 None => {
-                    let notify = Arc::new(Notify::new());
-                    keys.insert(key.into(), Arc::clone(&notify));
+                    let entry = Arc::new(Entry::default());
+                    keys.insert(key.into(), Arc::clone(&entry));
                     self.announce(|| Watch::Start(key.into()));
-                    notify
+                    entry
                 }
+            };
+            if !reader {
+                entry.writers_waiting.fetch_add(1, Ordering::SeqCst);
             }
+            entry
         };
-        let mut notified = Box::pin(notify.notified_owned());
+        let queue = if reader {
+            &entry.readers
+        } else {
+            &entry.writers
+        };
+        let mut notified = Box::pin(Arc::clone(queue).notified_owned());
         notified.as_mut().enable();
         Interest {
             waiters: Arc::clone(self),
             key: key.into(),
+            entry,
             notified,
+            reader,
+            woken: false,
         }
     }
 
-    /// A release of `key` was announced: wake one local waiter. It retries;
-    /// if it fails again it waits again, and the others keep waiting for the
-    /// next release.
+    /// A release of `key` was announced: wake one local waiter, a writer if
+    /// one waits. It retries; if it fails again it waits again, and the
+    /// others keep waiting for the next release.
     pub fn released(&self, key: &str) {
-        if let Some(notify) = self.lock().get(key) {
-            notify.notify_one();
+        if let Some(entry) = self.lock().get(key) {
+            entry.wake_one();
         }
     }
 
-    /// A reader of `key` got in: wake the next waiter of `key` in this
-    /// process, who may be a reader that can get in too.
+    /// A reader of `key` got in: wake the next reader of `key` waiting in
+    /// this process, who can get in too.
     ///
     /// A release wakes one local waiter ([`released`](Waiters::released)),
     /// which is right when the waiters are writers: one gets in, and the
     /// others would only fail. Readers share, so each one admitted passes
     /// the wake on; without it, one writer's release lets one of this
     /// process's waiting readers in and leaves the others asleep until
-    /// their nap ends. A writer woken this way finds the readers and waits
-    /// again. Call it with the reader's own [`Interest`] dropped, so the
-    /// wake goes to somebody else.
+    /// their nap ends. Call it with the reader's own [`Interest`] dropped,
+    /// so the wake goes to somebody else.
     pub fn reader_admitted(&self, key: &str) {
-        self.released(key);
+        self.readers_may_enter(key);
+    }
+
+    /// What held the readers of `key` off may be gone (a waiting writer's
+    /// claim ended): wake one reader waiting in this process; each one let
+    /// in wakes the next.
+    pub fn readers_may_enter(&self, key: &str) {
+        if let Some(entry) = self.lock().get(key) {
+            entry.readers.notify_one();
+        }
     }
 
     /// Wakes every waiter of `key` (each retries once): used when listening
     /// for `key` has just started, since a release may have come before, or
     /// when listening for it ended with a release possibly unheard.
     pub fn wake_key(&self, key: &str) {
-        if let Some(notify) = self.lock().get(key) {
-            notify.notify_waiters();
+        if let Some(entry) = self.lock().get(key) {
+            entry.wake_all();
         }
     }
 
     /// Wakes every waiter: used after the subscription (re)connects, when a
     /// release may have gone unheard.
     pub fn wake_all(&self) {
-        for notify in self.lock().values() {
-            notify.notify_waiters();
+        for entry in self.lock().values() {
+            entry.wake_all();
         }
     }
 }
@@ -162,25 +230,49 @@ impl Waiters {
 pub struct Interest {
     waiters: Arc<Waiters>,
     key: Box<str>,
+    entry: Arc<Entry>,
     notified: Pin<Box<OwnedNotified>>,
+    reader: bool,
+    /// Whether this interest has resolved for its waiter.
+    woken: bool,
 }
 
 impl Future for Interest {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.notified.as_mut().poll(cx)
+        std::task::ready!(self.notified.as_mut().poll(cx));
+        self.woken = true;
+        Poll::Ready(())
     }
 }
 
 impl Drop for Interest {
     fn drop(&mut self) {
-        let mut keys = self.waiters.lock();
-        // Two references left: the map's and our `notified`'s. Every clone is
-        // made under this lock, so the count cannot grow while we check.
+        // Under the map's lock, as every wake is sent: a wake is either
+        // sent before this waiter leaves (and passed on below) or after it
+        // no longer counts as a writer (and goes to somebody who waits).
+        let waiters = Arc::clone(&self.waiters);
+        let mut keys = waiters.lock();
+        // A wake sent to this waiter that it never saw (it left first)
+        // belongs to somebody else: tokio passes it on within this queue
+        // only, so it is taken here and sent to whoever is next, writer or
+        // reader, once this waiter no longer counts.
+        let unseen = !self.woken && {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            self.notified.as_mut().poll(&mut cx).is_ready()
+        };
+        if !self.reader {
+            self.entry.writers_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        if unseen {
+            self.entry.wake_one();
+        }
+        // Two references left: the map's and ours. Every clone is made
+        // under this lock, so the count cannot grow while we check.
         if keys
             .get(&*self.key)
-            .is_some_and(|notify| Arc::strong_count(notify) <= 2)
+            .is_some_and(|entry| Arc::ptr_eq(entry, &self.entry) && Arc::strong_count(entry) <= 2)
         {
             keys.remove(&*self.key);
             self.waiters
@@ -243,7 +335,9 @@ mod tests {
         // One release wakes one waiter; readers let in pass the wake on, so
         // every waiting reader of the process gets in, one after another.
         let waiters = Arc::new(Waiters::default());
-        let mut waiting: Vec<_> = (0..3).map(|_| Box::pin(waiters.register("k"))).collect();
+        let mut waiting: Vec<_> = (0..3)
+            .map(|_| Box::pin(waiters.register_reader("k")))
+            .collect();
         let other = Box::pin(waiters.register("other"));
         waiters.released("k");
         for round in 0..3 {
@@ -262,6 +356,63 @@ mod tests {
         assert!(
             other.as_mut().poll(&mut cx).is_pending(),
             "the waiters of another key sleep on"
+        );
+    }
+
+    /// Whether `interest` has been woken, without waiting.
+    fn is_woken(interest: &mut Pin<Box<Interest>>) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        interest.as_mut().poll(&mut cx).is_ready()
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_a_waiting_writer_before_the_readers() {
+        // The readers waiting here are held off by the writer's claim (or
+        // would be by the writer once in): waking one of them instead would
+        // leave the writer asleep through the release it waits for.
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let mut writer = Box::pin(waiters.register("k"));
+        assert!(waiters.has_writers("k"));
+        waiters.released("k");
+        assert!(is_woken(&mut writer), "the writer is woken");
+        assert!(!is_woken(&mut reader), "the reader sleeps on");
+        drop(writer);
+        assert!(!waiters.has_writers("k"));
+        waiters.released("k");
+        assert!(
+            is_woken(&mut reader),
+            "with no writer waiting, a reader is woken"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_leaves_without_seeing_its_wake_passes_it_to_a_reader() {
+        // Tokio passes an unseen wake on within its own queue; with no other
+        // writer there, the readers would never hear of the release.
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let writer = waiters.register("k");
+        waiters.released("k");
+        assert!(!is_woken(&mut reader), "the wake went to the writer");
+        drop(writer);
+        assert!(
+            is_woken(&mut reader),
+            "and passed to the reader when it left"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_saw_its_wake_passes_nothing_on() {
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let mut writer = Box::pin(waiters.register("k"));
+        waiters.released("k");
+        assert!(is_woken(&mut writer));
+        drop(writer);
+        assert!(
+            !is_woken(&mut reader),
+            "the wake was the writer's, and used"
         );
     }
 
