@@ -195,3 +195,170 @@ async fn a_name_with_a_nul_byte_is_refused() {
         other => panic!("a name with a NUL byte: {other:?}"),
     }
 }
+
+/// A reader leaving while others stay frees nothing for the waiting
+/// writer: it must not send the writer through another round (a lease
+/// grant, a transaction, a fresh claim: six writes to the cluster) for
+/// each of them. Counted by the versions of the writer's claim key, one
+/// per claim it puts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_leaving_while_others_stay_do_not_rerun_the_waiting_writer() {
+    let Some((locks, client, prefix)) = setup("rounds").await else {
+        return;
+    };
+    let mut readers = Vec::new();
+    for _ in 0..21 {
+        let reader = locks.lock("doc", LONG).read().acquire().await;
+        readers.push(reader.expect("acquire").expect("readers share"));
+    }
+    let last = readers.pop().expect("21 readers");
+    let writer = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let lock = locks.lock("doc", LONG).wait_for(Duration::from_secs(30));
+            lock.acquire().await.expect("acquire").is_some()
+        })
+    };
+    let claims = format!("{prefix}doc\0writer-wait\0");
+    let claim_puts = || {
+        let (mut client, claims) = (client.clone(), claims.clone());
+        async move {
+            let found = client
+                .get(claims, Some(GetOptions::new().with_prefix()))
+                .await
+                .expect("get");
+            found.kvs().first().map_or(0, |kv| kv.version())
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while claim_puts().await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the writer never claimed the name"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = claim_puts().await;
+    for reader in readers {
+        assert!(reader.release().await.expect("release"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let rounds = claim_puts().await - before;
+    eprintln!("the waiting writer claimed again {rounds} times while 20 of 21 readers left");
+    assert!(last.release().await.expect("release"));
+    assert!(
+        writer.await.expect("writer task"),
+        "the writer gets the name"
+    );
+    assert!(
+        rounds <= 2,
+        "each reader leaving sent the writer through another round: {rounds} claims"
+    );
+}
+
+/// A name with a NUL byte is refused by every operation, not only by
+/// acquire: force-releasing `index\0reader` would otherwise delete the
+/// readers of `index`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_operation_takes_a_name_with_a_nul_byte() {
+    let Some((locks, _client, _)) = setup("nul-ops").await else {
+        return;
+    };
+    let reader = locks
+        .lock("index", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let other = locks.lock("index\0reader", LONG);
+    assert!(matches!(
+        other.force_release().await,
+        Err(lock_core::Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        other.holders().await,
+        Err(lock_core::Error::InvalidName { .. })
+    ));
+    assert!(
+        reader.is_still_held().await.expect("check"),
+        "the reader of the other name is untouched"
+    );
+    assert!(reader.release().await.expect("release"));
+}
+
+/// A writer on a slow link (every reply from etcd 350 ms late) waits
+/// behind a reader: its claim holds new readers off the whole time, since
+/// its lease is kept alive rather than put again on a timer the slow
+/// replies outrun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_writers_claim_never_lapses_while_it_waits() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let upstream = endpoints[0].trim_start_matches("http://").to_owned();
+    let proxy = lock_tests::proxy::Proxy::start(&upstream)
+        .await
+        .expect("proxy");
+    let prefix = unique("slow-claim");
+    let fast = LockManager::new(EtcdStore::connect(&endpoints).await.expect("connect"))
+        .with_prefix(&prefix);
+    let config = lock_core::EtcdConfig::default().timeout(Duration::from_secs(10));
+    let slow_store = EtcdStore::connect_with(&[proxy.url("http")], config)
+        .await
+        .expect("connect through the proxy");
+    let slow = LockManager::new(slow_store).with_prefix(&prefix);
+    let held = fast
+        .lock("doc", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    proxy.set_delay(Duration::from_millis(350));
+    let writer = tokio::spawn(async move {
+        slow.lock("doc", LONG)
+            .wait_for(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    let mut client = Client::connect(&endpoints, None).await.expect("raw client");
+    let claims = format!("{prefix}doc\0writer-wait\0");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = client
+            .get(claims.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .expect("get");
+        if found.count() > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer never claimed the name"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut overtook, mut samples) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        samples += 1;
+        if let Some(reader) = fast
+            .lock("doc", LONG)
+            .read()
+            .acquire()
+            .await
+            .expect("acquire")
+        {
+            overtook += 1;
+            assert!(reader.release().await.expect("release"));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    eprintln!("{overtook} of {samples} new readers went ahead of the slow waiting writer");
+    assert!(held.release().await.expect("release"));
+    let writer = writer.await.expect("writer task").expect("acquire");
+    assert!(writer.is_some(), "the writer gets the name");
+    assert_eq!(overtook, 0, "new readers went ahead of the waiting writer");
+}

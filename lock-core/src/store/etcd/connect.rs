@@ -67,9 +67,17 @@ impl EtcdStore {
             let probe = client.lease_grant(1, None).await?;
             let min_ttl = Duration::from_secs(probe.ttl().max(1).unsigned_abs());
             client.lease_revoke(probe.id()).await?;
-            Ok::<_, etcd_client::Error>((client, min_ttl))
+            // Readers need range compares (etcd 3.3): an older server
+            // would ignore the range and let a writer in beside readers.
+            // A member that will not say (a user without the right) is
+            // taken to be current.
+            let ranges = match client.status().await {
+                Ok(status) => compares_ranges(status.version()),
+                Err(_) => true,
+            };
+            Ok::<_, etcd_client::Error>((client, min_ttl, ranges))
         };
-        let (client, min_ttl) = deadline
+        let (client, min_ttl, ranges) = deadline
             .bound(connecting)
             .await
             .map_err(|e| Error::store("connect", shown.clone(), e))?;
@@ -88,6 +96,7 @@ impl EtcdStore {
                 waiters,
                 config,
                 min_ttl,
+                ranges,
                 endpoints,
                 _tasks: tasks,
             }),
@@ -102,5 +111,29 @@ impl EtcdStore {
     /// The shortest TTL the cluster grants (read when the store connected).
     pub fn min_ttl(&self) -> Duration {
         self.shared.min_ttl
+    }
+}
+
+/// Whether etcd `version` (`"3.4.23"`) compares key ranges in
+/// transactions: 3.3 and later. A version it cannot read is taken to.
+fn compares_ranges(version: &str) -> bool {
+    let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (3, 3),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compares_ranges;
+
+    #[test]
+    fn range_compares_came_with_etcd_3_3() {
+        assert!(compares_ranges("3.4.23"));
+        assert!(compares_ranges("3.3.0"));
+        assert!(compares_ranges("3.10.1"));
+        assert!(!compares_ranges("3.2.32"));
+        assert!(compares_ranges("unknown"));
     }
 }

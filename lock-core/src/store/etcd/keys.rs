@@ -85,6 +85,15 @@ pub(super) enum Stored<'a> {
     Claim(&'a str),
 }
 
+impl<'a> Stored<'a> {
+    /// The name the key belongs to.
+    pub(super) fn name(&self) -> &'a str {
+        match *self {
+            Stored::Writer(name) | Stored::Reader(name) | Stored::Claim(name) => name,
+        }
+    }
+}
+
 /// Which name `stored` belongs to, and what it is.
 pub(super) fn parse(stored: &str) -> Stored<'_> {
     let Some(at) = stored.find('\0') else {

@@ -29,6 +29,7 @@ impl EtcdStore {
     /// ends first. One read of the writer's key and the readers' range.
     pub(super) async fn holder_of_name(&self, key: &str) -> Result<Option<Holder>> {
         const OPERATION: &str = "read the holder of";
+        keys::check_name(key)?;
         let (from, end) = (key.to_owned(), keys::readers_end(key));
         let answer = self
             .call(OPERATION, key, |mut client| async move {

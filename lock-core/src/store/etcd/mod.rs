@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
 pub use self::config::EtcdConfig;
@@ -113,15 +113,21 @@ use crate::{Error, Holder, Result};
 /// name's, on an etcd lease of its own, so it expires alone, and its
 /// release and extend touch nothing else. A writer that waits while
 /// readers hold the name claims it: a key on a short lease that holds new
-/// readers off, so overlapping readers cannot starve it. Its claim goes
-/// when it takes the name or stops waiting (cancelled included), and runs
-/// out within two seconds (or etcd's shortest lease) if its process dies;
-/// while it claims, it tries again every second. A writer waiting behind
-/// another writer makes no claim: when that writer releases, new readers
-/// may go first. Names containing a NUL byte are refused with
-/// [`Error::InvalidName`], since a name's readers are kept under the name
-/// followed by one. Every process using a name's read side must run a
-/// version that has it: an earlier version's writer does not see readers.
+/// readers off, so overlapping readers cannot starve it. Its claim's lease
+/// is kept alive while it waits; the claim goes when it takes the name or
+/// stops waiting (cancelled included), and runs out within two seconds (or
+/// etcd's shortest lease) if its process dies. It waits for the last
+/// reader's release by the watch, as any waiter does: a reader leaving
+/// others in wakes nobody. A writer waiting behind another writer makes no
+/// claim: when that writer releases, new readers in other processes may go
+/// first. Names containing a NUL byte are refused with
+/// [`Error::InvalidName`] by every operation, since a name's readers are
+/// kept under the name followed by one. The transactions compare key
+/// ranges, which etcd has done since 3.3: connected to an older server
+/// (its version read when the store connects), the store keeps no readers
+/// and refuses one with [`Error::ReadUnsupported`]. Every process using a
+/// name's read side must run a version that has it: an earlier version's
+/// writer does not see readers.
 ///
 /// # What etcd adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
@@ -143,6 +149,9 @@ struct Shared {
     config: EtcdConfig,
     /// The shortest lease TTL the cluster grants.
     min_ttl: Duration,
+    /// Whether the cluster compares key ranges in transactions (etcd 3.3
+    /// and later), which its readers need.
+    ranges: bool,
     endpoints: Vec<String>,
     /// The watch stream's task: kept only to be dropped, which aborts it
     /// with the store.
@@ -198,9 +207,10 @@ impl LockStore for EtcdStore {
             keys::check_name(request.key)?;
             // Before the attempt, so the watch this waiter asks for below is
             // kept while it waits.
-            let interest = request
-                .wake
-                .then(|| self.shared.waiters.register(request.key));
+            let interest = request.wake.then(|| match request.read {
+                true => self.shared.waiters.register_reader(request.key),
+                false => self.shared.waiters.register(request.key),
+            });
             let seconds = self.seconds(request.ttl);
             let (key, token, wake) = (request.key, request.token, request.wake);
             // Given back if this future is dropped before a key is known to
@@ -247,7 +257,7 @@ impl LockStore for EtcdStore {
                     wakeup: None,
                 });
             };
-            let mut remaining = match &holder {
+            let remaining = match &holder {
                 Some(holder) if holder.lease != 0 => {
                     let mut client = self.shared.client.clone();
                     let ttl = async {
@@ -264,8 +274,7 @@ impl LockStore for EtcdStore {
                 _ => None,
             };
             // A writer held off by readers claims the name, so that no new
-            // reader gets in meanwhile; it tries again before the claim
-            // runs out (see `read`).
+            // reader gets in meanwhile (see `read`).
             let held_by_readers = holder.is_some_and(|holder| {
                 std::str::from_utf8(&holder.key)
                     .is_ok_and(|held| matches!(keys::parse(held), keys::Stored::Reader(_)))
@@ -279,10 +288,7 @@ impl LockStore for EtcdStore {
                     seconds,
                     self.shared.config.timeout,
                 );
-                let claim = deadline.bound(claim).await.map_err(failed)?;
-                let renew = Duration::from_secs(seconds.unsigned_abs()) / 2;
-                remaining = Some(remaining.map_or(renew, |left| left.min(renew)));
-                Some(claim)
+                Some(deadline.bound(claim).await.map_err(failed)?)
             } else {
                 None
             };
@@ -298,11 +304,14 @@ impl LockStore for EtcdStore {
 
     fn release<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            keys::check_name(key)?;
             let (key_owned, token_owned) = (key.to_owned(), token.to_owned());
-            let (released, lease) = self
+            let (released, lease, free) = self
                 .call("release", key, |mut client| async move {
-                    // The writer's key if it is ours, else our reader's key.
+                    // The writer's key if it is ours, else our reader's key,
+                    // then how many readers are left.
                     let reader = keys::reader(&key_owned, &token_owned);
+                    let (readers, readers_end) = keys::readers(&key_owned);
                     let txn = Txn::new()
                         .when([Compare::value(
                             key_owned.clone(),
@@ -313,28 +322,41 @@ impl LockStore for EtcdStore {
                             TxnOp::get(key_owned.clone(), None),
                             TxnOp::delete(key_owned, None),
                         ])
-                        .or_else([TxnOp::delete(
-                            reader,
-                            Some(DeleteOptions::new().with_prev_key()),
-                        )]);
+                        .or_else([
+                            TxnOp::delete(reader, Some(DeleteOptions::new().with_prev_key())),
+                            TxnOp::get(
+                                readers,
+                                Some(
+                                    GetOptions::new()
+                                        .with_range(readers_end)
+                                        .with_count_only(),
+                                ),
+                            ),
+                        ]);
                     let answer = client.txn(txn).await?;
                     let responses = answer.op_responses();
                     if answer.succeeded() {
                         let lease = found(responses.as_slice()).map_or(0, |kv| kv.lease);
-                        return Ok::<_, BoxError>((true, lease));
+                        return Ok::<_, BoxError>((true, lease, true));
                     }
+                    let free = matches!(responses.get(1), Some(TxnOpResponse::Get(left)) if left.count() == 0);
                     Ok(match responses.first() {
                         Some(TxnOpResponse::Delete(deleted)) => (
                             deleted.deleted() > 0,
                             deleted.prev_kvs().first().map_or(0, |kv| kv.lease()),
+                            free,
                         ),
-                        _ => (false, 0),
+                        _ => (false, 0, false),
                     })
                 })
                 .await?;
             if released {
                 self.revoke_later(lease);
-                self.shared.waiters.released(key);
+                // Waiters here are woken only when the name is free: a
+                // reader leaving others in frees nothing for them.
+                if free {
+                    self.shared.waiters.released(key);
+                }
             }
             Ok(released)
         })
@@ -348,6 +370,7 @@ impl LockStore for EtcdStore {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             kit::check_lease(key, ttl, self)?;
+            keys::check_name(key)?;
             let seconds = self.seconds(ttl);
             let mut client = self.shared.client.clone();
             let extending = async {
@@ -451,6 +474,7 @@ impl LockStore for EtcdStore {
 
     fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            keys::check_name(key)?;
             let key_owned = key.to_owned();
             // The name's writer, its readers and the claims of writers
             // waiting for them: every key of the name, in one delete.
@@ -516,9 +540,10 @@ impl LockStore for EtcdStore {
         true
     }
 
-    /// Readers are keys of their own beside the name's (see `read`).
+    /// Readers are keys of their own beside the name's (see `read`), on
+    /// etcd 3.3 and later.
     fn read_mode(&self) -> bool {
-        true
+        self.shared.ranges
     }
 }
 

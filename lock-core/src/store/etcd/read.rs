@@ -17,13 +17,14 @@
 //! readers inside finish, the last one's delete wakes the writer, and it
 //! gets in. The claim goes with the writer's wait: its transaction deletes
 //! it when it gets the name; each round's claim is held by that round's
-//! wakeup, so a writer that gives up or is cancelled revokes it then; and
-//! a writer whose process died leaves it to run out with its lease
-//! ([`CLAIM_SECONDS`], or etcd's shortest lease). While it claims, the
-//! writer tries again at least every half of that, putting the claim on a
-//! fresh lease each time. A writer waiting behind another writer puts no
-//! claim: when that writer releases, new readers and the waiting writer
-//! race for the name.
+//! wakeup, which keeps its lease alive while the writer waits, so a writer
+//! that gives up or is cancelled revokes it then; and a writer whose
+//! process died leaves it to run out with its lease ([`CLAIM_SECONDS`], or
+//! etcd's shortest lease). The writer waits for the last reader's release
+//! as a plain waiter waits (the watch), not by trying again on a timer. A
+//! writer waiting behind another writer puts no claim: when that writer
+//! releases, new readers and the waiting writer race for the name, though
+//! in one process the release wakes the waiting writer first.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -33,7 +34,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp
 
 use super::keys;
 use super::leases::{Granted, revoke_later};
-use crate::store::kit::{BoxError, Interest};
+use crate::store::kit::{BoxError, Deadline, Interest};
 
 /// How long a waiting writer's claim outlives the writer's last attempt,
 /// in seconds, unless the cluster's shortest lease is longer.
@@ -101,6 +102,8 @@ pub(super) struct Claim {
     lease: i64,
     seconds: i64,
     timeout: Duration,
+    /// Keeps the lease alive while the writer waits.
+    alive: tokio::task::AbortHandle,
 }
 
 impl Claim {
@@ -121,12 +124,44 @@ impl Claim {
             .clone()
             .put(keys::claim(key, token), token, Some(options))
             .await?;
+        let lease = lease.keep();
+        let alive = tokio::spawn(keep_alive(client.clone(), lease, seconds, timeout));
         Ok(Claim {
             client: client.clone(),
-            lease: lease.keep(),
+            lease,
             seconds,
             timeout,
+            alive: alive.abort_handle(),
         })
+    }
+}
+
+/// Keeps the claim's `lease` alive, renewing it every third of its
+/// `seconds`, until aborted (the claim dropped) or the cluster stops
+/// answering within `timeout`: the claim then runs out, and new readers
+/// may go ahead of the writer until its next attempt claims again.
+async fn keep_alive(mut client: Client, lease: i64, seconds: i64, timeout: Duration) {
+    let period = Duration::from_secs(seconds.max(1).unsigned_abs()) / 3;
+    let deadline = || Deadline::after(timeout, "EtcdConfig::timeout");
+    let Ok((mut keeper, mut answers)) = deadline().bound(client.lease_keep_alive(lease)).await
+    else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(period).await;
+        let renewed = deadline()
+            .bound(async {
+                keeper.keep_alive().await?;
+                answers.message().await
+            })
+            .await;
+        match renewed {
+            Ok(Some(answer)) if answer.ttl() > 0 => {}
+            _ => {
+                tracing::debug!(lease, "etcd claim of a waiting writer no longer renewed");
+                return;
+            }
+        }
     }
 }
 
@@ -159,6 +194,7 @@ impl Future for Waiting {
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        self.alive.abort();
         revoke_later(&self.client, self.lease, Some(self.seconds), self.timeout);
     }
 }

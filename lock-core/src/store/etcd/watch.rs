@@ -31,7 +31,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, WatchFilterType, WatchOptions, WatchResponse, WatchStream};
+use etcd_client::{
+    Client, EventType, GetOptions, WatchFilterType, WatchOptions, WatchResponse, WatchStream,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -295,15 +297,22 @@ impl Task {
             let Ok(stored) = std::str::from_utf8(kv.key()) else {
                 continue;
             };
-            // A reader's key or a claim wakes the waiters of its name.
-            let key = match keys::parse(stored) {
-                Stored::Writer(key) | Stored::Reader(key) | Stored::Claim(key) => key,
-            };
+            let stored = keys::parse(stored);
+            let key = stored.name();
             // A stream opened again resumes this key after this delete.
             if let Some(from) = self.wanted.get_mut(key) {
                 *from = (*from).max(kv.mod_revision() + 1);
             }
-            self.waiters.released(key);
+            match stored {
+                // The writer left: the name is free.
+                Stored::Writer(_) => self.waiters.released(key),
+                // A reader left: only a writer waits for readers, and only
+                // the last one's leaving frees the name for it.
+                Stored::Reader(_) if self.waiters.has_writers(key) => self.wake_if_no_readers(key),
+                Stored::Reader(_) => {}
+                // A waiting writer's claim ended: readers may go in.
+                Stored::Claim(_) => self.waiters.readers_may_enter(key),
+            }
         }
         if !response.canceled() {
             return None;
@@ -332,6 +341,27 @@ impl Task {
             return None;
         }
         Some(refused_or_broken(response.cancel_reason()))
+    }
+}
+
+impl Task {
+    /// Wakes a writer waiting for `key` once no reader of it is left, read
+    /// in the background (this task must not wait on the cluster between
+    /// messages). A read that fails wakes it too: it tries again, and
+    /// waits again if readers are still there.
+    fn wake_if_no_readers(&self, key: &str) {
+        let (mut client, waiters) = (self.client.clone(), Arc::clone(&self.waiters));
+        let (key, timeout) = (key.to_owned(), self.timeout);
+        tokio::spawn(async move {
+            let (readers, end) = keys::readers(&key);
+            let options = GetOptions::new().with_range(end).with_count_only();
+            let left = Deadline::after(timeout, "EtcdConfig::timeout")
+                .bound(client.get(readers, Some(options)))
+                .await;
+            if !left.is_ok_and(|left| left.count() > 0) {
+                waiters.released(&key);
+            }
+        });
     }
 }
 
