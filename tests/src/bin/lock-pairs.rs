@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! lock-pairs redis-lock-core <redis-url> <n>   lock-core's Lock on RedisStore
+//! lock-pairs redis-lock-core-read <redis-url> <n>  the same, on the read side
 //! lock-pairs redis-raw <redis-url> <n>         SET NX PX + a compare-and-delete script, by hand
 //! lock-pairs memory-lock-core <n>              lock-core's Lock on MemoryStore, built per call
 //! lock-pairs memory-mutex <n>                  Mutex<HashMap> insert-if-absent + compare-remove
@@ -27,7 +28,10 @@ fn main() {
         .expect("a tokio runtime");
     let count = |text: &str| text.parse::<usize>().expect("n: a whole number");
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["redis-lock-core", url, n] => runtime.block_on(redis_lock_core(url, count(n))),
+        ["redis-lock-core", url, n] => runtime.block_on(redis_lock_core(url, count(n), false)),
+        ["redis-lock-core-read", url, n] => {
+            runtime.block_on(redis_lock_core(url, count(n), true));
+        }
         ["redis-raw", url, n] => runtime.block_on(redis_raw(url, count(n))),
         ["memory-lock-core", n] => runtime.block_on(memory_lock_core(count(n))),
         ["memory-mutex", n] => runtime.block_on(memory_mutex(count(n))),
@@ -38,9 +42,9 @@ fn main() {
     }
 }
 
-async fn redis_lock_core(url: &str, n: usize) {
+async fn redis_lock_core(url: &str, n: usize, read: bool) {
     let store = RedisStore::connect(url).await.expect("connect");
-    lock_core_pairs(&LockManager::new(store).with_prefix("count:"), n).await;
+    lock_core_pairs(&LockManager::new(store).with_prefix("count:"), n, read).await;
 }
 
 async fn redis_raw(url: &str, n: usize) {
@@ -56,18 +60,16 @@ async fn redis_raw(url: &str, n: usize) {
 }
 
 async fn memory_lock_core(n: usize) {
-    lock_core_pairs(&LockManager::memory(), n).await;
+    lock_core_pairs(&LockManager::memory(), n, false).await;
 }
 
-/// `n` pairs on `locks`, the `Lock` built per call as `#[locked]` does.
-async fn lock_core_pairs(locks: &LockManager, n: usize) {
+/// `n` pairs on `locks`, the `Lock` built per call as `#[locked]` does; on
+/// the name's read side when `read`.
+async fn lock_core_pairs(locks: &LockManager, n: usize, read: bool) {
     for _ in 0..n {
-        let guard = locks
-            .lock("pair", TTL)
-            .acquire()
-            .await
-            .expect("acquire")
-            .expect("uncontended");
+        let lock = locks.lock("pair", TTL);
+        let lock = if read { lock.read() } else { lock };
+        let guard = lock.acquire().await.expect("acquire").expect("uncontended");
         guard.release().await.expect("release");
     }
 }

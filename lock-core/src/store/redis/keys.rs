@@ -223,6 +223,13 @@ mod tests {
                 "release.lua derives {suffix:?}"
             );
         }
+        let script = include_str!("lua/read_acquire.lua");
+        for suffix in [READERS_SUFFIX, WRITER_WAITS_SUFFIX, WAITERS_SUFFIX] {
+            assert!(
+                script.contains(&format!("LEASE .. '{suffix}'")),
+                "read_acquire.lua derives {suffix:?}"
+            );
+        }
     }
 
     #[test]

@@ -199,9 +199,10 @@ impl Shared {
     /// and found the key held: one script, so that marking the key as
     /// waited for (or taking the next fencing token, or joining the
     /// readers unless a writer holds the name or waits for it) happens
-    /// atomically with the set-if-absent. The two scripts take their keys
-    /// in the same places, but for the third: the fencing counter or the
-    /// readers; the reader's script ignores the last argument.
+    /// atomically with the set-if-absent. The reader's script is sent the
+    /// lease key alone, and names its companions from it (every reader
+    /// sends it, and each key costs the server on every call); the
+    /// writer's takes them all, and the fencing flag.
     async fn acquire_scripted(
         &self,
         request: AcquireRequest<'_>,
@@ -215,23 +216,26 @@ impl Shared {
             (false, _) => None,
         };
         let key = request.key;
-        let (script, third) = if request.read {
-            (&self.scripts.read_acquire, KeyArg::readers(key))
+        let (script, mut call) = if request.read {
+            let script = &self.scripts.read_acquire;
+            (script, evalsha(script, &[KeyArg::lease(key)]))
         } else {
-            (&self.scripts.acquire, KeyArg::fence(key))
+            let script = &self.scripts.acquire;
+            let keys = [
+                KeyArg::lease(key),
+                KeyArg::waiters(key),
+                KeyArg::fence(key),
+                KeyArg::writer_waits(key),
+            ];
+            (script, evalsha(script, &keys))
         };
-        let keys = [
-            KeyArg::lease(key),
-            KeyArg::waiters(key),
-            third,
-            KeyArg::writer_waits(key),
-        ];
-        let mut call = evalsha(script, &keys);
         call.arg(request.token)
             .arg(millis(request.ttl))
             .arg(if request.wake { "1" } else { "0" })
-            .arg(WAITERS_MARGIN_MS)
-            .arg(if request.fenced { "1" } else { "0" });
+            .arg(WAITERS_MARGIN_MS);
+        if !request.read {
+            call.arg(if request.fenced { "1" } else { "0" });
+        }
         let ((acquired, detail), acked): ((i64, i64), _) = self
             .invoke_write("acquire", request.key, script, &call, deadline)
             .await?;
