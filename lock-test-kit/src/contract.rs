@@ -28,6 +28,7 @@ use lock_core::{Error, LockManager};
 pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
 pub use crate::read::{
     a_reader_refuses_permits_and_fencing, a_waiting_writer_is_not_starved_by_overlapping_readers,
+    a_writers_fence_keeps_increasing_across_reader_phases,
     a_writers_release_lets_every_waiting_reader_in,
     cancelled_reader_and_writer_waits_leave_nothing_behind, each_reader_expires_on_its_own,
     readers_hold_a_name_together_and_a_writer_excludes_them,
@@ -989,6 +990,7 @@ macro_rules! store_contract {
             cancelled_reader_and_writer_waits_leave_nothing_behind,
             a_writers_release_lets_every_waiting_reader_in,
             the_last_readers_release_wakes_the_writer_ahead_of_waiting_readers,
+            a_writers_fence_keeps_increasing_across_reader_phases,
             a_reader_refuses_permits_and_fencing,
         );
     };

@@ -371,6 +371,40 @@ pub async fn cancelled_reader_and_writer_waits_leave_nothing_behind(locks: LockM
     }
 }
 
+/// A writer's fencing token keeps increasing across reader phases: readers
+/// between two writers never set the name's counter back (on a store
+/// that hands out fencing tokens).
+pub async fn a_writers_fence_keeps_increasing_across_reader_phases(locks: LockManager) {
+    if !keeps_readers(&locks).await || !locks.store().fencing() {
+        return;
+    }
+    let mut last = 0;
+    for round in 0..3 {
+        let writer = locks
+            .lock("ledger", LONG)
+            .fenced()
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        let fence = writer.fence().expect("a fenced writer has a token");
+        assert!(
+            fence > last,
+            "round {round}: the writer's token {fence} is not above the last, {last}"
+        );
+        last = fence;
+        assert!(writer.release().await.expect("release"));
+        let mut readers = Vec::new();
+        for _ in 0..2 {
+            let reader = locks.lock("ledger", LONG).read().acquire().await;
+            readers.push(reader.expect("acquire").expect("readers share"));
+        }
+        for reader in readers {
+            assert!(reader.release().await.expect("release"));
+        }
+    }
+}
+
 /// `read` with more than one permit or with fencing is refused: readers
 /// already share, and a fencing token orders writers.
 pub async fn a_reader_refuses_permits_and_fencing(locks: LockManager) {
