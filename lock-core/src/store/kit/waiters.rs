@@ -1,6 +1,6 @@
 //! The process-local side of release notifications, for stores that can
-//! observe releases from elsewhere (Redis pub/sub today; PostgreSQL
-//! LISTEN/NOTIFY and etcd watches next).
+//! observe releases from elsewhere (Redis pub/sub, PostgreSQL
+//! LISTEN/NOTIFY, etcd watches).
 //!
 //! A waiter registers its interest in a key *before* its acquire attempt is
 //! sent, so a release that races with the attempt still wakes it; the store's
@@ -170,7 +170,7 @@ impl Waiters {
             key: key.into(),
             entry,
             notified,
-            reader,
+            counted: !reader,
             woken: false,
         }
     }
@@ -232,9 +232,22 @@ pub struct Interest {
     key: Box<str>,
     entry: Arc<Entry>,
     notified: Pin<Box<OwnedNotified>>,
-    reader: bool,
+    /// Whether this is a writer still counted as waiting: from its
+    /// registration until it is woken (its wakeup may be kept a while
+    /// after that, but it is no longer in the queue to be woken) or leaves.
+    counted: bool,
     /// Whether this interest has resolved for its waiter.
     woken: bool,
+}
+
+impl Interest {
+    /// No longer counted as a waiting writer; under the map's lock, as the
+    /// count is read when a wake is sent.
+    fn uncount(&mut self, _locked: &MutexGuard<'_, HashMap<Box<str>, Arc<Entry>>>) {
+        if std::mem::take(&mut self.counted) {
+            self.entry.writers_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Future for Interest {
@@ -243,6 +256,12 @@ impl Future for Interest {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         std::task::ready!(self.notified.as_mut().poll(cx));
         self.woken = true;
+        // Woken: out of the queue, so no longer a writer a wake could go to.
+        if self.counted {
+            let waiters = Arc::clone(&self.waiters);
+            let locked = waiters.lock();
+            self.uncount(&locked);
+        }
         Poll::Ready(())
     }
 }
@@ -250,8 +269,9 @@ impl Future for Interest {
 impl Drop for Interest {
     fn drop(&mut self) {
         // Under the map's lock, as every wake is sent: a wake is either
-        // sent before this waiter leaves (and passed on below) or after it
-        // no longer counts as a writer (and goes to somebody who waits).
+        // sent before this waiter leaves (and passed on below, if it never
+        // saw it) or after it no longer counts as a writer (and goes to
+        // another writer, or to the readers).
         let waiters = Arc::clone(&self.waiters);
         let mut keys = waiters.lock();
         // A wake sent to this waiter that it never saw (it left first)
@@ -262,9 +282,7 @@ impl Drop for Interest {
             let mut cx = Context::from_waker(std::task::Waker::noop());
             self.notified.as_mut().poll(&mut cx).is_ready()
         };
-        if !self.reader {
-            self.entry.writers_waiting.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.uncount(&keys);
         if unseen {
             self.entry.wake_one();
         }
@@ -414,6 +432,41 @@ mod tests {
             !is_woken(&mut reader),
             "the wake was the writer's, and used"
         );
+    }
+
+    #[tokio::test]
+    async fn a_woken_writer_no_longer_counts_so_the_next_release_reaches_a_reader() {
+        // A writer's wakeup is kept after it resolves, until its next
+        // attempt: a release meanwhile must not go to its empty queue, where
+        // nobody would hear it if the writer then leaves without trying.
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let mut previous = Box::pin(waiters.register("k"));
+        waiters.released("k");
+        assert!(is_woken(&mut previous), "the writer is woken first");
+        assert!(!waiters.has_writers("k"), "and no longer waits");
+        waiters.released("k");
+        drop(previous);
+        assert!(
+            is_woken(&mut reader),
+            "the second release reached the reader"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unseen_wake_handed_on_while_a_woken_round_is_kept_reaches_a_reader() {
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let mut previous = Box::pin(waiters.register("k"));
+        waiters.released("k");
+        assert!(is_woken(&mut previous));
+        // The next round registers, is woken, and leaves before seeing it
+        // (its attempt failed), then the kept round goes.
+        let next = waiters.register("k");
+        waiters.released("k");
+        drop(next);
+        drop(previous);
+        assert!(is_woken(&mut reader), "the wake the next round never saw");
     }
 
     #[tokio::test]
