@@ -362,3 +362,87 @@ async fn a_slow_writers_claim_never_lapses_while_it_waits() {
     assert!(writer.is_some(), "the writer gets the name");
     assert_eq!(overtook, 0, "new readers went ahead of the waiting writer");
 }
+
+/// A claim that ends while its writer still waits (its lease revoked here,
+/// as a renewal that failed would leave it to run out) does not leave the
+/// writer behind a stream of overlapping readers: the writer is woken,
+/// claims again, and gets the name once the readers inside are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_claim_ended_claims_again() {
+    let Some((locks, mut client, prefix)) = setup("lapsed").await else {
+        return;
+    };
+    let first = locks
+        .lock("doc", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let writer = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let lock = locks.lock("doc", LONG).wait_for(Duration::from_secs(40));
+            let got = lock.acquire().await.expect("acquire");
+            (got, Instant::now())
+        })
+    };
+    let claims = format!("{prefix}doc\0writer-wait\0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lease = loop {
+        let found = client
+            .get(claims.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .expect("get");
+        if let Some(kv) = found.kvs().first() {
+            break kv.lease();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer never claimed the name"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    client
+        .lease_revoke(lease)
+        .await
+        .expect("revoke the claim's lease");
+    let ended = Instant::now();
+    // Overlapping readers from now on: a new one comes before the oldest
+    // leaves, so some reader always holds the name unless held off.
+    let mut held = std::collections::VecDeque::from([first]);
+    let mut went_ahead = 0;
+    let stop = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < stop && !writer.is_finished() {
+        let admitted = locks
+            .lock("doc", LONG)
+            .read()
+            .acquire()
+            .await
+            .expect("acquire");
+        let came = admitted.is_some();
+        if let Some(reader) = admitted {
+            went_ahead += 1;
+            held.push_back(reader);
+        }
+        if held.len() > 1 || !came {
+            if let Some(oldest) = held.pop_front() {
+                oldest.release().await.expect("release");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for reader in held {
+        reader.release().await.expect("release");
+    }
+    let (got, at) = writer.await.expect("writer task");
+    let waited = at.saturating_duration_since(ended);
+    eprintln!(
+        "the writer got the name {waited:?} after its claim ended; {went_ahead} readers went ahead"
+    );
+    assert!(got.is_some(), "the writer gets the name");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the writer whose claim ended waited {waited:?} while {went_ahead} readers went ahead"
+    );
+}

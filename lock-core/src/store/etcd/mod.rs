@@ -283,6 +283,7 @@ impl LockStore for EtcdStore {
                 let seconds = self.claim_seconds();
                 let claim = read::Claim::put(
                     &self.shared.client,
+                    &self.shared.waiters,
                     key,
                     token,
                     seconds,

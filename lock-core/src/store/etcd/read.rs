@@ -27,6 +27,7 @@
 //! in one process the release wakes the waiting writer first.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp
 
 use super::keys;
 use super::leases::{Granted, revoke_later};
-use crate::store::kit::{BoxError, Deadline, Interest};
+use crate::store::kit::{BoxError, Deadline, Interest, Waiters};
 
 /// How long a waiting writer's claim outlives the writer's last attempt,
 /// in seconds, unless the cluster's shortest lease is longer.
@@ -111,6 +112,7 @@ impl Claim {
     /// of `seconds`; `timeout` bounds giving the lease back.
     pub(super) async fn put(
         client: &Client,
+        waiters: &Arc<Waiters>,
         key: &str,
         token: &str,
         seconds: i64,
@@ -125,7 +127,13 @@ impl Claim {
             .put(keys::claim(key, token), token, Some(options))
             .await?;
         let lease = lease.keep();
-        let alive = tokio::spawn(keep_alive(client.clone(), lease, seconds, timeout));
+        let (renewing, waiters, key) = (client.clone(), Arc::clone(waiters), key.to_owned());
+        let alive = tokio::spawn(async move {
+            keep_alive(renewing, lease, seconds, timeout).await;
+            // The claim runs out: the writer tries again, and claims anew
+            // while readers hold the name.
+            waiters.released(&key);
+        });
         Ok(Claim {
             client: client.clone(),
             lease,
@@ -137,9 +145,9 @@ impl Claim {
 }
 
 /// Keeps the claim's `lease` alive, renewing it every third of its
-/// `seconds`, until aborted (the claim dropped) or the cluster stops
-/// answering within `timeout`: the claim then runs out, and new readers
-/// may go ahead of the writer until its next attempt claims again.
+/// `seconds`, until aborted (the claim dropped), or until the lease is gone
+/// or the cluster stops answering within `timeout`: then it returns, and
+/// the waiting writer is woken to claim again.
 async fn keep_alive(mut client: Client, lease: i64, seconds: i64, timeout: Duration) {
     let period = Duration::from_secs(seconds.max(1).unsigned_abs()) / 3;
     let deadline = || Deadline::after(timeout, "EtcdConfig::timeout");
