@@ -114,9 +114,10 @@ use crate::{Error, Holder, Result};
 /// release and extend touch nothing else. A writer that waits while
 /// readers hold the name claims it: a key on a short lease that holds new
 /// readers off, so overlapping readers cannot starve it. Its claim's lease
-/// is kept alive while it waits; the claim goes when it takes the name or
-/// stops waiting (cancelled included), and runs out within two seconds (or
-/// etcd's shortest lease) if its process dies. It waits for the last
+/// is kept alive while it waits (if that fails, it is woken to claim
+/// again); the claim goes when it takes the name or stops waiting
+/// (cancelled included), and runs out within two seconds (or etcd's
+/// shortest lease) if its process dies. It waits for the last
 /// reader's release by the watch, as any waiter does: a reader leaving
 /// others in wakes nobody. A writer waiting behind another writer makes no
 /// claim: when that writer releases, new readers in other processes may go
