@@ -42,12 +42,39 @@ async fn keys_under(client: &mut Client, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// The claim of the writer waiting for `name` under `prefix`, if there is
+/// one now (one writer waits in each test).
+async fn claim_now(client: &Client, prefix: &str, name: &str) -> Option<etcd_client::KeyValue> {
+    let claims = format!("{prefix}{name}\0writer-wait\0");
+    let found = client
+        .clone()
+        .get(claims, Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("get");
+    found.kvs().first().cloned()
+}
+
+/// The claim of the writer waiting for `name`, once it has put it.
+async fn claimed(client: &Client, prefix: &str, name: &str) -> etcd_client::KeyValue {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(claim) = claim_now(client, prefix, name).await {
+            return claim;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting writer never claimed the name"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A writer waiting for a reader claims the name: new readers are held
 /// off. When it gives up, its claim goes with it at once, not when the
 /// claim's lease would run out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_writers_claim_holds_new_readers_off_and_goes_when_it_gives_up() {
-    let Some((locks, mut client, prefix)) = setup("claim").await else {
+    let Some((locks, client, prefix)) = setup("claim").await else {
         return;
     };
     let reader = locks
@@ -61,18 +88,7 @@ async fn a_waiting_writers_claim_holds_new_readers_off_and_goes_when_it_gives_up
         let locks = locks.clone();
         tokio::spawn(async move { locks.lock("shelf", LONG).wait_for(LONG).acquire().await })
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !keys_under(&mut client, &prefix)
-        .await
-        .iter()
-        .any(|key| key.contains("\\0writer-wait\\0"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the waiting writer never claimed the name"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    claimed(&client, &prefix, "shelf").await;
     let late = locks
         .lock("shelf", LONG)
         .read()
@@ -219,26 +235,14 @@ async fn readers_leaving_while_others_stay_do_not_rerun_the_waiting_writer() {
             lock.acquire().await.expect("acquire").is_some()
         })
     };
-    let claims = format!("{prefix}doc\0writer-wait\0");
-    let claim_puts = || {
-        let (mut client, claims) = (client.clone(), claims.clone());
-        async move {
-            let found = client
-                .get(claims, Some(GetOptions::new().with_prefix()))
-                .await
-                .expect("get");
-            found.kvs().first().map_or(0, |kv| kv.version())
-        }
+    // Each put of the claim is a version of its key (it is moved from
+    // lease to lease, never deleted, while the writer waits).
+    let claim_puts = || async {
+        claim_now(&client, &prefix, "doc")
+            .await
+            .map_or(0, |claim| claim.version())
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while claim_puts().await == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the writer never claimed the name"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let before = claim_puts().await;
+    let before = claimed(&client, &prefix, "doc").await.version();
     for reader in readers {
         assert!(reader.release().await.expect("release"));
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -323,23 +327,8 @@ async fn a_slow_writers_claim_never_lapses_while_it_waits() {
             .acquire()
             .await
     });
-    let mut client = Client::connect(&endpoints, None).await.expect("raw client");
-    let claims = format!("{prefix}doc\0writer-wait\0");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let found = client
-            .get(claims.clone(), Some(GetOptions::new().with_prefix()))
-            .await
-            .expect("get");
-        if found.count() > 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the writer never claimed the name"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let client = Client::connect(&endpoints, None).await.expect("raw client");
+    claimed(&client, &prefix, "doc").await;
     let (mut overtook, mut samples) = (0, 0);
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
@@ -387,22 +376,7 @@ async fn a_writer_whose_claim_ended_claims_again() {
             (got, Instant::now())
         })
     };
-    let claims = format!("{prefix}doc\0writer-wait\0");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let lease = loop {
-        let found = client
-            .get(claims.clone(), Some(GetOptions::new().with_prefix()))
-            .await
-            .expect("get");
-        if let Some(kv) = found.kvs().first() {
-            break kv.lease();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the writer never claimed the name"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let lease = claimed(&client, &prefix, "doc").await.lease();
     client
         .lease_revoke(lease)
         .await
