@@ -10,9 +10,12 @@
 //! name they touched is free again, long before any TTL.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Error, LockManager};
+
+use crate::Instrumented;
 
 /// Far longer than the test: a lease still there at the end was leaked, not
 /// left to expire.
@@ -206,4 +209,81 @@ pub async fn lock_futures_cut_off_at_random_points_leave_no_lease_behind(locks: 
             "{name} can be taken at once"
         );
     }
+}
+
+/// A waiter woken by a release and cut off before its next attempt is
+/// answered (its caller's timeout fired, its client hung up) passes the
+/// wake on: another waiter of the same process gets the free lock at once.
+///
+/// A release wakes one waiter of a process, the one that would get in.
+/// If that one leaves without trying, and keeps the wake, the others sleep
+/// on while the lock is free: until the old holder's TTL would have ended
+/// (ten minutes for `ttl = "10m"`), or until their own wait runs out and
+/// they report the lock taken.
+pub async fn a_waiter_cut_off_after_its_wake_passes_the_wake_on(locks: LockManager) {
+    let gated = Instrumented::new(Arc::clone(locks.store()));
+    let locks = LockManager::new(gated.clone()).with_prefix(locks.prefix());
+    let name = "woken-then-cut";
+    let holder = locks
+        .lock(name, LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    // Two waiters told apart by their TTLs, as the gate records them.
+    let ttls = [Duration::from_secs(300), Duration::from_secs(301)];
+    let mut waiters = Vec::new();
+    for ttl in ttls {
+        let locks = locks.clone();
+        let attempts = gated.acquires();
+        waiters.push(tokio::spawn(async move {
+            locks.lock(name, ttl).wait_for(LONG).acquire().await
+        }));
+        // Its first attempt found the lock held: it now waits for a release.
+        let asleep = tokio::time::timeout(SETTLE, async {
+            while gated.acquires() == attempts {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        asleep
+            .await
+            .expect("the waiter's first attempt reached the store");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gated.hold_acquires(true);
+    holder.release().await.expect("release");
+    // The woken waiter's next attempt now waits at the gate; cut it off
+    // there. (A store that hands the lease over on release needs no
+    // attempt: that waiter holds the lock, and lets it go.)
+    let woken = tokio::time::timeout(SETTLE, async {
+        loop {
+            if gated.acquires_held() == 1 {
+                let ttl = gated.ttls().last().copied();
+                let index = ttls.iter().position(|t| Some(*t) == ttl);
+                return index.expect("a held attempt is one of the waiters'");
+            }
+            if let Some(index) = waiters
+                .iter()
+                .position(tokio::task::JoinHandle::is_finished)
+            {
+                return index;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the release woke one waiter");
+    let cut = waiters.remove(woken);
+    cut.abort();
+    if let Ok(got) = cut.await {
+        drop(got.expect("acquire").expect("handed over"));
+    }
+    gated.hold_acquires(false);
+    let other = waiters.pop().expect("the other waiter");
+    let got = tokio::time::timeout(SETTLE, other)
+        .await
+        .expect("the other waiter got the free lock long before its wait or the old ttl ran out")
+        .expect("task ran")
+        .expect("acquire");
+    assert!(got.is_some(), "the other waiter holds the lock");
 }

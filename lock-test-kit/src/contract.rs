@@ -25,7 +25,10 @@ use std::time::{Duration, Instant};
 use lock_core::store::{AcquireRequest, Attempt};
 use lock_core::{Error, LockManager};
 
-pub use crate::cancellation::lock_futures_cut_off_at_random_points_leave_no_lease_behind;
+pub use crate::cancellation::{
+    a_waiter_cut_off_after_its_wake_passes_the_wake_on,
+    lock_futures_cut_off_at_random_points_leave_no_lease_behind,
+};
 pub use crate::read::{
     a_reader_refuses_permits_and_fencing, a_waiting_writer_is_not_starved_by_overlapping_readers,
     a_writers_fence_keeps_increasing_across_reader_phases,
@@ -984,6 +987,7 @@ macro_rules! store_contract {
             concurrent_increments_under_the_lock_lose_nothing,
             a_semaphore_admits_exactly_its_permits,
             lock_futures_cut_off_at_random_points_leave_no_lease_behind,
+            a_waiter_cut_off_after_its_wake_passes_the_wake_on,
             readers_hold_a_name_together_and_a_writer_excludes_them,
             each_reader_expires_on_its_own,
             a_waiting_writer_is_not_starved_by_overlapping_readers,

@@ -11,7 +11,8 @@ use lock_core::{Error, Holder, LockStore, Result};
 ///
 /// Wraps any store and forwards to it, while counting the calls that reach
 /// it, recording the TTLs it is asked for, and failing releases on demand
-/// ([`fail_releases`](Instrumented::fail_releases)). It never offers the
+/// ([`fail_releases`](Instrumented::fail_releases)) or holding acquires back
+/// ([`hold_acquires`](Instrumented::hold_acquires)). It never offers the
 /// synchronous [`LockStore::release_now`] path, so a dropped guard must go
 /// through the spawned-task release, as it does on a networked store, and it
 /// does not hand out fencing tokens. Clones share their counts.
@@ -44,6 +45,12 @@ struct State {
     extends: AtomicUsize,
     holders: AtomicUsize,
     fail_releases: AtomicBool,
+    /// Acquires wait before reaching the store while this is set.
+    hold_acquires: AtomicBool,
+    /// How many acquires wait at that gate now.
+    acquires_held: AtomicUsize,
+    /// Told when the gate opens.
+    gate: tokio::sync::Notify,
     /// Every TTL that reached the store, from acquires and extends, in order.
     ttls: Mutex<Vec<Duration>>,
 }
@@ -98,12 +105,65 @@ impl Instrumented {
     pub fn fail_releases(&self, fail: bool) {
         self.state.fail_releases.store(fail, Ordering::SeqCst);
     }
+
+    /// While `hold` is set, every acquire waits before it reaches the store
+    /// (a slow link, frozen at will): a test can then cut off a waiter whose
+    /// attempt is under way. Its TTL is recorded ([`ttls`](Instrumented::ttls))
+    /// as it arrives, so the test can tell whose attempt is held.
+    pub fn hold_acquires(&self, hold: bool) {
+        self.state.hold_acquires.store(hold, Ordering::SeqCst);
+        if !hold {
+            self.state.gate.notify_waiters();
+        }
+    }
+
+    /// How many acquires wait at the gate of [`hold_acquires`](Instrumented::hold_acquires) now.
+    pub fn acquires_held(&self) -> usize {
+        self.state.acquires_held.load(Ordering::SeqCst)
+    }
+}
+
+/// An acquire waiting at the gate: counted while it waits, or until it is
+/// dropped there.
+struct AtGate<'a>(&'a State);
+
+impl<'a> AtGate<'a> {
+    fn enter(state: &'a State) -> Self {
+        state.acquires_held.fetch_add(1, Ordering::SeqCst);
+        AtGate(state)
+    }
+
+    async fn pass(self) {
+        loop {
+            let opened = self.0.gate.notified();
+            let mut opened = std::pin::pin!(opened);
+            opened.as_mut().enable();
+            if !self.0.hold_acquires.load(Ordering::SeqCst) {
+                return;
+            }
+            opened.await;
+        }
+    }
+}
+
+impl Drop for AtGate<'_> {
+    fn drop(&mut self) {
+        self.0.acquires_held.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl LockStore for Instrumented {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
-        self.state.acquires.fetch_add(1, Ordering::SeqCst);
         self.record_ttl(request.ttl);
+        if self.state.hold_acquires.load(Ordering::SeqCst) {
+            let at_gate = AtGate::enter(&self.state);
+            return Box::pin(async move {
+                at_gate.pass().await;
+                self.state.acquires.fetch_add(1, Ordering::SeqCst);
+                self.inner.acquire(request).await
+            });
+        }
+        self.state.acquires.fetch_add(1, Ordering::SeqCst);
         self.inner.acquire(request)
     }
 
