@@ -31,7 +31,7 @@ use crate::giveback::{GiveBack, give_back};
 use crate::key::permit_key;
 use crate::lease::{LockId, local_deadline};
 use crate::metrics::Labels;
-use crate::store::{AcquireRequest, Attempt, Wakeup, Woken, store_ttl};
+use crate::store::{AcquireRequest, Attempt, Unanswered, Wakeup, Woken, store_ttl};
 use crate::{Error, LockGuard, LockManager, LockOptions, LockStore, Result, token};
 
 /// What one acquisition came to.
@@ -188,7 +188,11 @@ impl<'k: 't, 't> Rounds<'k, 't> {
         // made: a store that listens per key keeps listening between
         // attempts instead of stopping and starting again each time.
         // (`None` on the first round, which has none to keep.)
-        let previous = (!self.wakeups.is_empty()).then(|| std::mem::take(&mut self.wakeups));
+        // Until this round is answered, a wake they brought is passed on if
+        // the acquire is dropped or fails: it was meant for a waiter that
+        // would try, and others of this process may be asleep behind it.
+        let previous =
+            Unanswered::new((!self.wakeups.is_empty()).then(|| std::mem::take(&mut self.wakeups)));
         for offset in 0..slots.len() {
             let slot = &slots[(first + offset) % slots.len()];
             // The store's clock starts the lease at or after `request.sent`,
@@ -202,6 +206,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
             };
             match attempt {
                 Attempt::Acquired { fence } => {
+                    drop(previous.answered());
                     let since = self.attempts.request.sent;
                     return Ok(Step::Granted(Grant { slot, fence, since }));
                 }
@@ -216,6 +221,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
         // A release may have handed the lease to last round's waiter
         // meanwhile: ours, then, rather than given back to pass on.
         let handed = previous
+            .answered()
             .filter(|_| self.attempts.request.local.grant)
             .into_iter()
             .flatten()

@@ -79,7 +79,7 @@ mod wakeup;
 pub use self::memory::MemoryStore;
 pub use self::request::{AcquireRequest, Attempt};
 pub use self::wakeup::Wakeup;
-pub(crate) use self::wakeup::Woken;
+pub(crate) use self::wakeup::{Unanswered, Woken};
 
 /// Declares each networked store: its folder `store/<module>/`, built with
 /// its lock-core cargo feature, and its public types,

@@ -25,6 +25,9 @@ pub struct Wakeup {
     /// again after that (it stays alive, though, until the wakeup is dropped:
     /// a store may go on listening for the key while it is).
     woken: Option<Woken>,
+    /// Wakes another waiter of the key, for a waiter that was woken and left
+    /// before its next attempt was answered (see [`Wakeup::passing_on`]).
+    pass_on: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// A store's release signal.
@@ -41,7 +44,24 @@ impl Wakeup {
         Wakeup {
             signal: Signal::Released(Box::pin(signal)),
             woken: None,
+            pass_on: None,
         }
+    }
+
+    /// The same wakeup, which calls `pass_on` if its waiter, once woken,
+    /// leaves before its next attempt is answered (its future was dropped, or
+    /// that attempt failed): `pass_on` wakes another waiter of the key.
+    ///
+    /// A store that wakes one local waiter per release needs this. The
+    /// waiter woken is the one meant to get in; if it leaves without
+    /// trying, the others would sleep on while the lock is free, until the
+    /// old holder's TTL or their own wait ran out.
+    /// The store kit's `Interest::into_wakeup` (feature `store-kit`) sets
+    /// it for a waiter of its `Waiters`.
+    #[must_use = "passing_on returns the wakeup it sets up"]
+    pub fn passing_on(mut self, pass_on: impl FnOnce() + Send + 'static) -> Self {
+        self.pass_on = Some(Box::new(pass_on));
+        self
     }
 }
 
@@ -82,6 +102,7 @@ impl Wakeup {
         Wakeup {
             signal: Signal::Reporting(Box::pin(signal)),
             woken: None,
+            pass_on: None,
         }
     }
 
@@ -126,5 +147,32 @@ impl Wakeup {
         }
         self.woken_now()
             .filter(|woken| matches!(woken, Woken::Granted { .. }))
+    }
+}
+
+/// The wakeups that woke a waiter whose next attempt is under way: if it
+/// leaves before that attempt is answered, each passes its wake on
+/// ([`Wakeup::passing_on`]) instead of taking it along.
+pub(crate) struct Unanswered(Option<Vec<Wakeup>>);
+
+impl Unanswered {
+    pub(crate) fn new(wakeups: Option<Vec<Wakeup>>) -> Self {
+        Unanswered(wakeups)
+    }
+
+    /// The attempt was answered: the wakeups, to read and drop, passing
+    /// nothing on.
+    pub(crate) fn answered(mut self) -> Option<Vec<Wakeup>> {
+        self.0.take()
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        for wakeup in self.0.take().into_iter().flatten() {
+            if let (Some(Woken::Released), Some(pass_on)) = (wakeup.woken, wakeup.pass_on) {
+                pass_on();
+            }
+        }
     }
 }

@@ -299,7 +299,10 @@ impl LockStore for EtcdStore {
             self.shared.watches.watch(key, revision + 1);
             Ok(Attempt::Held {
                 remaining,
-                wakeup: Some(Wakeup::new(read::Waiting::new(interest, claim))),
+                wakeup: Some({
+                    let pass_on = interest.pass_on();
+                    Wakeup::new(read::Waiting::new(interest, claim)).passing_on(pass_on)
+                }),
             })
         })
     }

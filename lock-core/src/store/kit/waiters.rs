@@ -19,6 +19,8 @@ use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use crate::store::Wakeup;
+
 /// Which keys this process's waiters are waiting for, by whatever key the
 /// store's release messages carry (Redis: the lease key `{lock:name}`).
 ///
@@ -241,6 +243,28 @@ pub struct Interest {
 }
 
 impl Interest {
+    /// This interest as the [`Wakeup`] of an attempt that found its key
+    /// held, passing its wake on if the waiter leaves before its next
+    /// attempt is answered ([`Wakeup::passing_on`]).
+    pub fn into_wakeup(self) -> Wakeup {
+        let pass_on = self.pass_on();
+        Wakeup::new(self).passing_on(pass_on)
+    }
+
+    /// What wakes the next waiter of this interest's key in its place, for
+    /// a store that wraps the interest in a signal of its own before making
+    /// it a [`Wakeup`] (see [`into_wakeup`](Interest::into_wakeup)): a writer
+    /// if one waits, else a reader.
+    pub fn pass_on(&self) -> impl FnOnce() + Send + 'static {
+        let waiters = Arc::clone(&self.waiters);
+        let entry = Arc::clone(&self.entry);
+        move || {
+            // Under the map's lock, as every wake is sent.
+            let _locked = waiters.lock();
+            entry.wake_one();
+        }
+    }
+
     /// No longer counted as a waiting writer; under the map's lock, as the
     /// count is read when a wake is sent.
     fn uncount(&mut self, _locked: &MutexGuard<'_, HashMap<Box<str>, Arc<Entry>>>) {

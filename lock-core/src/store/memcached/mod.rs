@@ -23,8 +23,8 @@ pub use self::config::MemcachedConfig;
 use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
 use self::protocol::{Code, Command, Reply};
-use crate::store::kit::{self, CallError, Deadline, Waiters, redacted, scheme};
-use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::kit::{self, CallError, Deadline, Interest, Waiters, redacted, scheme};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Error, Holder, Result};
 
 /// Leases kept in memcached, shared by every process that reaches the
@@ -369,7 +369,7 @@ impl LockStore for MemcachedStore {
                     });
                     Ok(Attempt::Held {
                         remaining,
-                        wakeup: interest.map(Wakeup::new),
+                        wakeup: interest.map(Interest::into_wakeup),
                     })
                 }
                 other => Err(Error::store(

@@ -29,8 +29,8 @@ use tokio_postgres::types::{ToSql, Type};
 use self::checkout::{Checkout, call_deadline};
 pub use self::config::PostgresConfig;
 use self::sql::Statements;
-use crate::store::kit::{self, Background, BoxError, Waiters};
-use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use crate::store::kit::{self, Background, BoxError, Interest, Waiters};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Error, Holder, Result};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
@@ -344,7 +344,7 @@ impl LockStore for PostgresStore {
             let remaining: i64 = row.try_get(2).map_err(read)?;
             Ok(Attempt::Held {
                 remaining: Some(Duration::from_micros(remaining.max(0).unsigned_abs())),
-                wakeup: interest.map(Wakeup::new),
+                wakeup: interest.map(Interest::into_wakeup),
             })
         })
     }

@@ -12,8 +12,8 @@ use super::connect;
 use super::keys::{KeyArg, lease_key, millis};
 use super::scripts::evalsha;
 use super::shared::Shared;
-use crate::store::kit::{Deadline, check_key};
-use crate::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
+use crate::store::kit::{Deadline, Interest, check_key};
+use crate::store::{AcquireRequest, Attempt, BoxFuture};
 use crate::{Error, Holder, Result};
 
 /// How long past the holder's expiry the "somebody waits" marker lives, so it
@@ -245,7 +245,7 @@ impl Shared {
         if acquired != 1 {
             return Ok(Attempt::Held {
                 remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
-                wakeup: interest.map(Wakeup::new),
+                wakeup: interest.map(Interest::into_wakeup),
             });
         }
         // Readers waiting here pass the wake on (see `reader_admitted`).
