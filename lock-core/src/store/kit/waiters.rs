@@ -257,11 +257,17 @@ impl Interest {
     /// if one waits, else a reader.
     pub fn pass_on(&self) -> impl FnOnce() + Send + 'static {
         let waiters = Arc::clone(&self.waiters);
-        let entry = Arc::clone(&self.entry);
+        // Weak: the entry leaves the map when its last interest does (see
+        // `drop`, which counts the strong references); a pass-on kept
+        // beside an interest must not keep it there.
+        let entry = Arc::downgrade(&self.entry);
         move || {
-            // Under the map's lock, as every wake is sent.
+            // Under the map's lock, as every wake is sent (and as `drop`
+            // counts references).
             let _locked = waiters.lock();
-            entry.wake_one();
+            if let Some(entry) = entry.upgrade() {
+                entry.wake_one();
+            }
         }
     }
 
@@ -339,6 +345,25 @@ mod tests {
         assert_eq!(waiters.len(), 1, "the second waiter keeps the entry");
         drop(second);
         assert_eq!(waiters.len(), 0, "the last waiter removes it");
+    }
+
+    #[test]
+    fn a_wakeup_made_from_an_interest_leaves_no_key_behind() {
+        // The wakeup keeps what passes its wake on beside the interest; if
+        // that kept the key's entry alive, the last waiter to leave would
+        // not take the key out, and a store listening per key would listen
+        // for it for good.
+        let (waiters, mut changes) = Waiters::watched();
+        let waiters = Arc::new(waiters);
+        let wakeup = waiters.register("k").into_wakeup();
+        drop(wakeup);
+        assert_eq!(waiters.len(), 0, "the key left with its last waiter");
+        assert_eq!(changes.try_recv(), Ok(Watch::Start("k".into())));
+        assert_eq!(
+            changes.try_recv(),
+            Ok(Watch::Stop("k".into())),
+            "and listening for it stops"
+        );
     }
 
     #[test]
