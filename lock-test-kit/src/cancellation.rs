@@ -251,14 +251,17 @@ pub async fn a_waiter_cut_off_after_its_wake_passes_the_wake_on(locks: LockManag
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     gated.hold_acquires(true);
+    let attempts = gated.ttls().len();
     holder.release().await.expect("release");
     // The woken waiter's next attempt now waits at the gate; cut it off
     // there. (A store that hands the lease over on release needs no
-    // attempt: that waiter holds the lock, and lets it go.)
+    // attempt: that waiter holds the lock, and lets it go. A store that
+    // also hears its own release from the server may wake both: the first
+    // to try is cut off.)
     let woken = tokio::time::timeout(SETTLE, async {
         loop {
-            if gated.acquires_held() == 1 {
-                let ttl = gated.ttls().last().copied();
+            if gated.acquires_held() > 0 {
+                let ttl = gated.ttls().get(attempts).copied();
                 let index = ttls.iter().position(|t| Some(*t) == ttl);
                 return index.expect("a held attempt is one of the waiters'");
             }
