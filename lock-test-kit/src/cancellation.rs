@@ -220,11 +220,28 @@ pub async fn lock_futures_cut_off_at_random_points_leave_no_lease_behind(locks: 
 /// on while the lock is free: until the old holder's TTL would have ended
 /// (ten minutes for `ttl = "10m"`), or until their own wait runs out and
 /// they report the lock taken.
+///
+/// The holder here is of the same process. A store that wakes its own
+/// process's waiters at once on a release and again when the server
+/// announces it wakes two waiters here, which hides a lost wake: run
+/// [`a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on`]
+/// too, with the holder on a connection of its own.
 pub async fn a_waiter_cut_off_after_its_wake_passes_the_wake_on(locks: LockManager) {
+    a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(locks.clone(), locks).await;
+}
+
+/// [`a_waiter_cut_off_after_its_wake_passes_the_wake_on`], with the lock
+/// held and released through `holders` (another connection to the same
+/// store, under the same prefix, as another process would), so the waiting
+/// process hears of the release only from the store.
+pub async fn a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
+    holders: LockManager,
+    locks: LockManager,
+) {
     let gated = Instrumented::new(Arc::clone(locks.store()));
     let locks = LockManager::new(gated.clone()).with_prefix(locks.prefix());
     let name = "woken-then-cut";
-    let holder = locks
+    let holder = holders
         .lock(name, LONG)
         .acquire()
         .await
@@ -240,24 +257,35 @@ pub async fn a_waiter_cut_off_after_its_wake_passes_the_wake_on(locks: LockManag
             locks.lock(name, ttl).wait_for(LONG).acquire().await
         }));
         // Its first attempt found the lock held: it now waits for a release.
-        let asleep = tokio::time::timeout(SETTLE, async {
+        let tried = tokio::time::timeout(SETTLE, async {
             while gated.acquires() == attempts {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         });
-        asleep
+        tried
             .await
             .expect("the waiter's first attempt reached the store");
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A store that starts listening for a key wakes its waiters once, in
+    // case a release came first: both are asleep once 300 ms pass without
+    // an attempt. (Held at the gate below, that wake would hold both.)
+    let quiet = tokio::time::timeout(SETTLE, async {
+        loop {
+            let attempts = gated.acquires();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if gated.acquires() == attempts {
+                return;
+            }
+        }
+    });
+    quiet.await.expect("the waiters fell asleep");
     gated.hold_acquires(true);
     let attempts = gated.ttls().len();
     holder.release().await.expect("release");
     // The woken waiter's next attempt now waits at the gate; cut it off
     // there. (A store that hands the lease over on release needs no
     // attempt: that waiter holds the lock, and lets it go. A store that
-    // also hears its own release from the server may wake both: the first
-    // to try is cut off.)
+    // wakes twice, as above, wakes both: the first to try is cut off.)
     let woken = tokio::time::timeout(SETTLE, async {
         loop {
             if gated.acquires_held() > 0 {

@@ -26,6 +26,7 @@ use lock_core::store::{AcquireRequest, Attempt};
 use lock_core::{Error, LockManager};
 
 pub use crate::cancellation::{
+    a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on,
     a_waiter_cut_off_after_its_wake_passes_the_wake_on,
     lock_futures_cut_off_at_random_points_leave_no_lease_behind,
 };
@@ -952,10 +953,13 @@ pub async fn increment_under_one_lock(locks: &LockManager, tasks: usize, rounds:
 /// function is: every `pub async fn` there that takes only a manager, which
 /// is all of them but [`every_call_works_without_a_time_bound`] (for a store
 /// built with no time bound on its calls) and [`increment_under_one_lock`]
-/// (a workload, not a behaviour).
+/// (a workload, not a behaviour). [`a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on`]
+/// takes two managers over two connections to the store: a store's own
+/// tests call it.
 ///
 /// [`every_call_works_without_a_time_bound`]: crate::contract::every_call_works_without_a_time_bound
 /// [`increment_under_one_lock`]: crate::contract::increment_under_one_lock
+/// [`a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on`]: crate::contract::a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on
 #[macro_export]
 macro_rules! store_contract {
     ($make:expr $(,)?) => {

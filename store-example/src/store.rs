@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::store::kit::{
-    Background, CallError, Deadline, MAX_TTL, Waiters, check_key, check_lease, redacted, store_ttl,
+    Background, CallError, Deadline, Interest, MAX_TTL, Waiters, check_key, check_lease, redacted,
+    store_ttl,
 };
-use lock_core::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
+use lock_core::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use lock_core::{Error, Holder, Result};
 use tokio::sync::Mutex;
 
@@ -223,7 +224,9 @@ impl LockStore for MapStore {
                 [Reply::Acquired] => Ok(Attempt::Acquired { fence: None }),
                 [Reply::Held(remaining)] => Ok(Attempt::Held {
                     remaining: Some(remaining),
-                    wakeup: interest.map(Wakeup::new),
+                    // `into_wakeup`: a waiter that leaves between its wake
+                    // and its next answer passes the wake on.
+                    wakeup: interest.map(Interest::into_wakeup),
                 }),
                 ref other => Err(unexpected("acquire", key, other)),
             }

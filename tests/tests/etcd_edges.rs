@@ -520,3 +520,24 @@ async fn cancelled_acquires_and_extends_leave_no_etcd_lease_behind() {
     );
     let _ = store.name();
 }
+
+/// A release from another process reaches this one only through its watch,
+/// which wakes one of its waiters; cut off before its next attempt is
+/// answered, that waiter must pass the wake on to the other. (With the
+/// holder in this process, the release also wakes a waiter at once, and
+/// two wakes hide a lost one: the contract case alone cannot tell.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cut_off_after_a_watched_release_passes_the_wake_on() {
+    let (Some(holders), Some(waiters)) = (
+        lock_tests::etcd::etcd_manager().await,
+        lock_tests::etcd::etcd_manager().await,
+    ) else {
+        return;
+    };
+    let waiters = lock_test_kit::isolated(waiters);
+    let holders = holders.with_prefix(waiters.prefix());
+    lock_test_kit::contract::a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
+        holders, waiters,
+    )
+    .await;
+}

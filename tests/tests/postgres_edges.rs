@@ -690,3 +690,24 @@ async fn a_hashed_name_as_list_shows_it_inspects_and_frees_its_lease() {
     );
     assert!(!guard.release().await.expect("release"), "it was freed");
 }
+
+/// A release from another process reaches this one only through NOTIFY,
+/// which wakes one of its waiters; cut off before its next attempt is
+/// answered, that waiter must pass the wake on to the other. (With the
+/// holder in this process, the release also wakes a waiter at once, and
+/// two wakes hide a lost one: the contract case alone cannot tell.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cut_off_after_a_notified_release_passes_the_wake_on() {
+    let (Some(holders), Some(waiters)) = (
+        postgres::postgres_manager().await,
+        postgres::postgres_manager().await,
+    ) else {
+        return;
+    };
+    let waiters = lock_test_kit::isolated(waiters);
+    let holders = holders.with_prefix(waiters.prefix());
+    lock_test_kit::contract::a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
+        holders, waiters,
+    )
+    .await;
+}

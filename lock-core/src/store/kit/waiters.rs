@@ -229,6 +229,13 @@ impl Waiters {
 
 /// One waiter's registration; the future inside the
 /// [`Wakeup`](crate::store::Wakeup) it becomes.
+///
+/// Make that wakeup with [`into_wakeup`](Interest::into_wakeup) (or, for a
+/// signal that wraps the interest, [`Wakeup::passing_on`] with
+/// [`pass_on`](Interest::pass_on)), not `Wakeup::new(interest)` alone: a
+/// waiter woken and then dropped before its next attempt is answered must
+/// pass its wake to the next waiter, or they sleep on while the lock is
+/// free.
 pub struct Interest {
     waiters: Arc<Waiters>,
     key: Box<str>,
