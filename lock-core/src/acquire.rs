@@ -187,12 +187,12 @@ impl<'k: 't, 't> Rounds<'k, 't> {
         // The last round's registrations stay until this round's are
         // made: a store that listens per key keeps listening between
         // attempts instead of stopping and starting again each time.
-        // (`None` on the first round, which has none to keep.)
         // Until this round is answered, a wake they brought is passed on if
         // the acquire is dropped or fails: it was meant for a waiter that
         // would try, and others of this process may be asleep behind it.
+        // (`None` on the first round, which has none.)
         let previous =
-            Unanswered::new((!self.wakeups.is_empty()).then(|| std::mem::take(&mut self.wakeups)));
+            (!self.wakeups.is_empty()).then(|| Unanswered::new(std::mem::take(&mut self.wakeups)));
         for offset in 0..slots.len() {
             let slot = &slots[(first + offset) % slots.len()];
             // The store's clock starts the lease at or after `request.sent`,
@@ -206,7 +206,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
             };
             match attempt {
                 Attempt::Acquired { fence } => {
-                    drop(previous.answered());
+                    drop(previous.map(Unanswered::answered));
                     let since = self.attempts.request.sent;
                     return Ok(Step::Granted(Grant { slot, fence, since }));
                 }
@@ -221,7 +221,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
         // A release may have handed the lease to last round's waiter
         // meanwhile: ours, then, rather than given back to pass on.
         let handed = previous
-            .answered()
+            .map(Unanswered::answered)
             .filter(|_| self.attempts.request.local.grant)
             .into_iter()
             .flatten()

@@ -153,23 +153,25 @@ impl Wakeup {
 /// The wakeups that woke a waiter whose next attempt is under way: if it
 /// leaves before that attempt is answered, each passes its wake on
 /// ([`Wakeup::passing_on`]) instead of taking it along.
-pub(crate) struct Unanswered(Option<Vec<Wakeup>>);
+pub(crate) struct Unanswered(Vec<Wakeup>);
 
 impl Unanswered {
-    pub(crate) fn new(wakeups: Option<Vec<Wakeup>>) -> Self {
+    #[inline]
+    pub(crate) fn new(wakeups: Vec<Wakeup>) -> Self {
         Unanswered(wakeups)
     }
 
     /// The attempt was answered: the wakeups, to read and drop, passing
     /// nothing on.
-    pub(crate) fn answered(mut self) -> Option<Vec<Wakeup>> {
-        self.0.take()
+    #[inline]
+    pub(crate) fn answered(mut self) -> Vec<Wakeup> {
+        std::mem::take(&mut self.0)
     }
 }
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
-        for wakeup in self.0.take().into_iter().flatten() {
+        for wakeup in self.0.drain(..) {
             if let (Some(Woken::Released), Some(pass_on)) = (wakeup.woken, wakeup.pass_on) {
                 pass_on();
             }
