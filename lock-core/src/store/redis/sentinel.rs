@@ -24,7 +24,7 @@ use ::redis::{
 };
 
 use crate::store::BoxFuture;
-use crate::store::kit::percent_decode as decode;
+use crate::store::kit::{percent_decode as decode, scheme};
 use crate::{Error, Result};
 
 /// The port of a sentinel given without one.
@@ -49,7 +49,7 @@ pub(super) struct SentinelUrl {
 
 /// Whether `url` names Redis behind Sentinel.
 pub(super) fn is_sentinel_url(url: &str) -> bool {
-    url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://")
+    matches!(scheme(url), Some((scheme, _)) if scheme == "redis+sentinel" || scheme == "rediss+sentinel")
 }
 
 /// How a valid URL looks, for every parse error.
@@ -62,12 +62,10 @@ impl SentinelUrl {
     /// `sentinel_username` and `sentinel_password`. Errors never show a
     /// password.
     pub(super) fn parse(url: &str) -> std::result::Result<SentinelUrl, String> {
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            (false, rest)
-        } else if let Some(rest) = url.strip_prefix("rediss+sentinel://") {
-            (true, rest)
-        } else {
-            return Err(format!("not a Sentinel URL; {EXAMPLE}"));
+        let (tls, rest) = match scheme(url) {
+            Some((scheme, rest)) if scheme == "redis+sentinel" => (false, rest),
+            Some((scheme, rest)) if scheme == "rediss+sentinel" => (true, rest),
+            _ => return Err(format!("not a Sentinel URL; {EXAMPLE}")),
         };
         let (rest, query) = match rest.split_once('?') {
             Some((rest, query)) => (rest, Some(query)),
@@ -495,6 +493,18 @@ mod tests {
         assert!(tls.tls, "rediss+ is TLS");
         assert_eq!(tls.username, None, "a password alone");
         assert_eq!(tls.password.as_deref(), Some("pw"));
+    }
+
+    #[test]
+    fn a_sentinel_scheme_is_read_whatever_its_case() {
+        // Schemes are case-insensitive (RFC 3986), and lock_core::connect
+        // already reads them so: `RedisStore::connect` must not hand a
+        // Sentinel URL in capitals to the plain client as a server address.
+        assert!(is_sentinel_url("REDIS+Sentinel://h:26379/svc"));
+        let tls = SentinelUrl::parse("Rediss+SENTINEL://:pw@h:1/svc").expect("valid");
+        assert!(tls.tls, "rediss+ is TLS in any case");
+        assert_eq!(tls.password.as_deref(), Some("pw"));
+        assert!(!is_sentinel_url("redis://h:6379"), "a plain URL is not one");
     }
 
     #[test]
