@@ -491,6 +491,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_woken_writers_pass_on_wakes_the_next_waiter() {
+        // What a woken writer that left before its next attempt was
+        // answered calls (see `Wakeup::passing_on`): its wake was for
+        // somebody who would try.
+        let waiters = Arc::new(Waiters::default());
+        let mut reader = Box::pin(waiters.register_reader("k"));
+        let mut writer = Box::pin(waiters.register("k"));
+        waiters.released("k");
+        assert!(is_woken(&mut writer), "the writer is woken first");
+        let pass_on = writer.pass_on();
+        pass_on();
+        assert!(is_woken(&mut reader), "the pass-on reached the reader");
+        drop(writer);
+        drop(reader);
+        // With everybody gone, it wakes nobody and keeps nothing.
+        let gone = waiters.register("k").pass_on();
+        assert_eq!(waiters.len(), 0, "the key left with its last waiter");
+        gone();
+        assert_eq!(waiters.len(), 0);
+    }
+
+    #[tokio::test]
     async fn a_woken_writer_no_longer_counts_so_the_next_release_reaches_a_reader() {
         // A writer's wakeup is kept after it resolves, until its next
         // attempt: a release meanwhile must not go to its empty queue, where
