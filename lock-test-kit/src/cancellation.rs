@@ -232,12 +232,15 @@ pub async fn a_waiter_cut_off_after_its_wake_passes_the_wake_on(locks: LockManag
 
 /// [`a_waiter_cut_off_after_its_wake_passes_the_wake_on`], with the lock
 /// held and released through `holders` (another connection to the same
-/// store, under the same prefix, as another process would), so the waiting
-/// process hears of the release only from the store.
+/// store, as another process would), so the waiting process hears of the
+/// release only from the store. Both run under one fresh prefix
+/// ([`isolated`](crate::isolated)).
 pub async fn a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
     holders: LockManager,
     locks: LockManager,
 ) {
+    let locks = crate::isolated(locks);
+    let holders = holders.with_prefix(locks.prefix());
     let gated = Instrumented::new(Arc::clone(locks.store()));
     let locks = LockManager::new(gated.clone()).with_prefix(locks.prefix());
     let name = "woken-then-cut";
@@ -280,7 +283,6 @@ pub async fn a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
     });
     quiet.await.expect("the waiters fell asleep");
     gated.hold_acquires(true);
-    let attempts = gated.ttls().len();
     holder.release().await.expect("release");
     // The woken waiter's next attempt now waits at the gate; cut it off
     // there. (A store that hands the lease over on release needs no
@@ -288,9 +290,8 @@ pub async fn a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
     // wakes twice, as above, wakes both: the first to try is cut off.)
     let woken = tokio::time::timeout(SETTLE, async {
         loop {
-            if gated.acquires_held() > 0 {
-                let ttl = gated.ttls().get(attempts).copied();
-                let index = ttls.iter().position(|t| Some(*t) == ttl);
+            if let Some(ttl) = gated.held_ttls().first() {
+                let index = ttls.iter().position(|t| t == ttl);
                 return index.expect("a held attempt is one of the waiters'");
             }
             if let Some(index) = waiters

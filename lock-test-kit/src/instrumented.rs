@@ -1,6 +1,6 @@
 //! A store wrapper that counts and breaks things on purpose.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -47,8 +47,11 @@ struct State {
     fail_releases: AtomicBool,
     /// Acquires wait before reaching the store while this is set.
     hold_acquires: AtomicBool,
-    /// How many acquires wait at that gate now.
-    acquires_held: AtomicUsize,
+    /// The acquires waiting at that gate now, in arrival order: a number
+    /// of their own and their TTL.
+    held: Mutex<Vec<(u64, Duration)>>,
+    /// The number the next acquire at the gate gets.
+    next_held: AtomicU64,
     /// Told when the gate opens.
     gate: tokio::sync::Notify,
     /// Every TTL that reached the store, from acquires and extends, in order.
@@ -108,8 +111,8 @@ impl Instrumented {
 
     /// While `hold` is set, every acquire waits before it reaches the store
     /// (a slow link, frozen at will): a test can then cut off a waiter whose
-    /// attempt is under way. Its TTL is recorded ([`ttls`](Instrumented::ttls))
-    /// as it arrives, so the test can tell whose attempt is held.
+    /// attempt is under way, telling whose it is by its TTL
+    /// ([`held_ttls`](Instrumented::held_ttls)).
     pub fn hold_acquires(&self, hold: bool) {
         self.state.hold_acquires.store(hold, Ordering::SeqCst);
         if !hold {
@@ -117,28 +120,39 @@ impl Instrumented {
         }
     }
 
-    /// How many acquires wait at the gate of [`hold_acquires`](Instrumented::hold_acquires) now.
-    pub fn acquires_held(&self) -> usize {
-        self.state.acquires_held.load(Ordering::SeqCst)
+    /// The TTLs of the acquires waiting at the gate of
+    /// [`hold_acquires`](Instrumented::hold_acquires) now, first come first.
+    pub fn held_ttls(&self) -> Vec<Duration> {
+        let held = self
+            .state
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        held.iter().map(|(_, ttl)| *ttl).collect()
     }
 }
 
-/// An acquire waiting at the gate: counted while it waits, or until it is
-/// dropped there.
-struct AtGate<'a>(&'a State);
+/// An acquire waiting at the gate: listed while it waits there, and taken
+/// off the list when it passes or is dropped.
+struct AtGate<'a> {
+    state: &'a State,
+    number: u64,
+}
 
 impl<'a> AtGate<'a> {
-    fn enter(state: &'a State) -> Self {
-        state.acquires_held.fetch_add(1, Ordering::SeqCst);
-        AtGate(state)
+    fn enter(state: &'a State, ttl: Duration) -> Self {
+        let number = state.next_held.fetch_add(1, Ordering::SeqCst);
+        let mut held = state.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.push((number, ttl));
+        AtGate { state, number }
     }
 
     async fn pass(self) {
         loop {
-            let opened = self.0.gate.notified();
+            let opened = self.state.gate.notified();
             let mut opened = std::pin::pin!(opened);
             opened.as_mut().enable();
-            if !self.0.hold_acquires.load(Ordering::SeqCst) {
+            if !self.state.hold_acquires.load(Ordering::SeqCst) {
                 return;
             }
             opened.await;
@@ -148,7 +162,12 @@ impl<'a> AtGate<'a> {
 
 impl Drop for AtGate<'_> {
     fn drop(&mut self) {
-        self.0.acquires_held.fetch_sub(1, Ordering::SeqCst);
+        let mut held = self
+            .state
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        held.retain(|(number, _)| *number != self.number);
     }
 }
 
@@ -156,7 +175,7 @@ impl LockStore for Instrumented {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
         self.record_ttl(request.ttl);
         if self.state.hold_acquires.load(Ordering::SeqCst) {
-            let at_gate = AtGate::enter(&self.state);
+            let at_gate = AtGate::enter(&self.state, request.ttl);
             return Box::pin(async move {
                 at_gate.pass().await;
                 self.state.acquires.fetch_add(1, Ordering::SeqCst);

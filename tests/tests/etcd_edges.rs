@@ -534,8 +534,6 @@ async fn a_waiter_cut_off_after_a_watched_release_passes_the_wake_on() {
     ) else {
         return;
     };
-    let waiters = lock_test_kit::isolated(waiters);
-    let holders = holders.with_prefix(waiters.prefix());
     lock_test_kit::contract::a_waiter_cut_off_after_a_release_from_elsewhere_passes_the_wake_on(
         holders, waiters,
     )
