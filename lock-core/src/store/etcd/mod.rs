@@ -208,10 +208,9 @@ impl LockStore for EtcdStore {
             keys::check_name(request.key)?;
             // Before the attempt, so the watch this waiter asks for below is
             // kept while it waits.
-            let interest = request.wake.then(|| match request.read {
-                true => self.shared.waiters.register_reader(request.key),
-                false => self.shared.waiters.register(request.key),
-            });
+            let interest = request
+                .wake
+                .then(|| self.shared.waiters.register_for(request.key, request.read));
             let seconds = self.seconds(request.ttl);
             let (key, token, wake) = (request.key, request.token, request.wake);
             // Given back if this future is dropped before a key is known to

@@ -143,6 +143,13 @@ impl Waiters {
         self.enter(key, true)
     }
 
+    /// [`register_reader`](Waiters::register_reader) when `read` is set (as
+    /// an [`AcquireRequest`](crate::store::AcquireRequest)'s is for a
+    /// reader), else [`register`](Waiters::register).
+    pub fn register_for(self: &Arc<Self>, key: &str, read: bool) -> Interest {
+        self.enter(key, read)
+    }
+
     fn enter(self: &Arc<Self>, key: &str, reader: bool) -> Interest {
         let entry = {
             let mut keys = self.lock();

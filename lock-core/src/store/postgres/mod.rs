@@ -297,10 +297,9 @@ impl LockStore for PostgresStore {
             kit::check_lease(request.key, request.ttl, self)?;
             // Before the statement: a release that lands between it and the
             // sleep must still wake us.
-            let interest = request.wake.then(|| match request.read {
-                true => self.shared.waiters.register_reader(request.key),
-                false => self.shared.waiters.register(request.key),
-            });
+            let interest = request
+                .wake
+                .then(|| self.shared.waiters.register_for(request.key, request.read));
             let holder = kit::owner_of(request.token);
             let stored = names::stored(request.key);
             let rows = self

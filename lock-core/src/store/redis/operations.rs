@@ -210,10 +210,12 @@ impl Shared {
     ) -> Result<Attempt> {
         // Before the script: a release that lands between the script and our
         // sleep must still wake us.
-        let interest = match (request.wake, request.read) {
-            (true, false) => Some(self.waiters.register(&lease_key(request.key)?)),
-            (true, true) => Some(self.waiters.register_reader(&lease_key(request.key)?)),
-            (false, _) => None,
+        let interest = match request.wake {
+            true => Some(
+                self.waiters
+                    .register_for(&lease_key(request.key)?, request.read),
+            ),
+            false => None,
         };
         let key = request.key;
         let (script, mut call) = if request.read {
