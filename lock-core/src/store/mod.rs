@@ -251,6 +251,22 @@ pub trait LockStore: Send + Sync + 'static {
         None
     }
 
+    /// Registers, at once, for the next change of the lease on `key` made
+    /// by any process: an acquire, a release, a force-release. The
+    /// returned [`Wakeup`] resolves after that change (or spuriously; the
+    /// caller reads the store again either way).
+    ///
+    /// [`Election::observe`](crate::Election::observe) uses it to learn of
+    /// new leaders without polling. The default `None` means the store
+    /// announces no changes: observers then read again at intervals. A
+    /// store that announces changes must announce every acquire and
+    /// release of a fenced lease (an election's), and need announce no
+    /// others.
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        let _ = key;
+        None
+    }
+
     /// Releases without I/O and without blocking, if the store can.
     ///
     /// Used by [`LockGuard::release`](crate::LockGuard::release) before
@@ -332,5 +348,9 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn release_now(&self, key: &str, token: &str) -> Option<Result<bool>> {
         (**self).release_now(key, token)
+    }
+
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        (**self).observe(key)
     }
 }

@@ -44,6 +44,8 @@ pub struct Waiters {
 struct Entry {
     writers: Arc<Notify>,
     readers: Arc<Notify>,
+    /// Observers of the key's changes: each change wakes all of them.
+    observers: Arc<Notify>,
     /// How many of the waiters are writers.
     writers_waiting: AtomicUsize,
 }
@@ -61,6 +63,22 @@ impl Entry {
     fn wake_all(&self) {
         self.writers.notify_waiters();
         self.readers.notify_waiters();
+        self.observers.notify_waiters();
+    }
+}
+
+/// Which queue of its key's entry a registration waits in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A writer, or any waiter of a store without readers.
+    Writer,
+    Reader,
+    Observer,
+}
+
+impl Kind {
+    fn from_read(read: bool) -> Kind {
+        if read { Kind::Reader } else { Kind::Writer }
     }
 }
 
@@ -135,22 +153,40 @@ impl Waiters {
     /// notification sent from now on is not lost: a writer, or any waiter
     /// of a store without readers.
     pub fn register(self: &Arc<Self>, key: &str) -> Interest {
-        self.enter(key, false)
+        self.enter(key, Kind::Writer)
     }
 
     /// Registers a reader waiting for `key` (see [`register`](Waiters::register)).
     pub fn register_reader(self: &Arc<Self>, key: &str) -> Interest {
-        self.enter(key, true)
+        self.enter(key, Kind::Reader)
     }
 
     /// [`register_reader`](Waiters::register_reader) when `read` is set (as
     /// an [`AcquireRequest`](crate::store::AcquireRequest)'s is for a
     /// reader), else [`register`](Waiters::register).
     pub fn register_for(self: &Arc<Self>, key: &str, read: bool) -> Interest {
-        self.enter(key, read)
+        self.enter(key, Kind::from_read(read))
     }
 
-    fn enter(self: &Arc<Self>, key: &str, reader: bool) -> Interest {
+    /// Registers an observer of `key`, woken by its next change, whatever
+    /// it is: a release ([`released`](Waiters::released)), a change
+    /// announced with [`changed`](Waiters::changed), or a wake of every
+    /// waiter. Every observer of the key is woken, and none of the waiters
+    /// is woken in an observer's place. Make its wakeup with
+    /// `Wakeup::new`: an observer has no wake to pass on.
+    pub fn observe(self: &Arc<Self>, key: &str) -> Interest {
+        self.enter(key, Kind::Observer)
+    }
+
+    /// A change of `key` other than a release was announced (an acquire):
+    /// wake its observers, and no waiter.
+    pub fn changed(&self, key: &str) {
+        if let Some(entry) = self.lock().get(key) {
+            entry.observers.notify_waiters();
+        }
+    }
+
+    fn enter(self: &Arc<Self>, key: &str, kind: Kind) -> Interest {
         let entry = {
             let mut keys = self.lock();
             let entry = match keys.get(key) {
@@ -162,15 +198,15 @@ impl Waiters {
                     entry
                 }
             };
-            if !reader {
+            if kind == Kind::Writer {
                 entry.writers_waiting.fetch_add(1, Ordering::SeqCst);
             }
             entry
         };
-        let queue = if reader {
-            &entry.readers
-        } else {
-            &entry.writers
+        let queue = match kind {
+            Kind::Writer => &entry.writers,
+            Kind::Reader => &entry.readers,
+            Kind::Observer => &entry.observers,
         };
         let mut notified = Box::pin(Arc::clone(queue).notified_owned());
         notified.as_mut().enable();
@@ -179,7 +215,8 @@ impl Waiters {
             key: key.into(),
             entry,
             notified,
-            counted: !reader,
+            counted: kind == Kind::Writer,
+            observer: kind == Kind::Observer,
             woken: false,
         }
     }
@@ -190,6 +227,7 @@ impl Waiters {
     pub fn released(&self, key: &str) {
         if let Some(entry) = self.lock().get(key) {
             entry.wake_one();
+            entry.observers.notify_waiters();
         }
     }
 
@@ -252,6 +290,9 @@ pub struct Interest {
     /// registration until it is woken (its wakeup may be kept a while
     /// after that, but it is no longer in the queue to be woken) or leaves.
     counted: bool,
+    /// Whether this is an observer's ([`Waiters::observe`]): woken with
+    /// all the others, it has no wake to pass on.
+    observer: bool,
     /// Whether this interest has resolved for its waiter.
     woken: bool,
 }
@@ -322,7 +363,7 @@ impl Drop for Interest {
         // belongs to somebody else: tokio passes it on within this queue
         // only, so it is taken here and sent to whoever is next, writer or
         // reader, once this waiter no longer counts.
-        let unseen = !self.woken && {
+        let unseen = !self.woken && !self.observer && {
             let mut cx = Context::from_waker(std::task::Waker::noop());
             self.notified.as_mut().poll(&mut cx).is_ready()
         };
