@@ -68,7 +68,17 @@ impl Target {
 /// Takes the lock `target`, the first attempt sent at `started` (just read
 /// from the clock), its guard labelled `labels`.
 pub(crate) async fn acquire(target: &Target, labels: Labels, started: Instant) -> Result<Outcome> {
-    let token = token::new_token();
+    acquire_as(target, labels, started, token::new_token()).await
+}
+
+/// [`acquire`] under `token`, made by the caller: an election candidate's
+/// carries its label.
+pub(crate) async fn acquire_as(
+    target: &Target,
+    labels: Labels,
+    started: Instant,
+    token: Arc<str>,
+) -> Result<Outcome> {
     // One key per permit; a plain lock (one permit) is its own key.
     let permits: Vec<Arc<str>>;
     let slots: &[Arc<str>] = if target.options.permits > 1 {

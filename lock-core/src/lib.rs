@@ -102,6 +102,7 @@
 pub mod __private;
 mod acquire;
 mod connect;
+mod election;
 mod error;
 mod giveback;
 mod guard;
@@ -122,6 +123,7 @@ mod supervise;
 mod token;
 
 pub use connect::{ConnectOptions, connect, connect_with};
+pub use election::{Election, Leader, Leadership, Observe};
 pub use error::{Chain, Error, Result};
 pub use guard::LockGuard;
 pub use holder::Holder;

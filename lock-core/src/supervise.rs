@@ -96,7 +96,7 @@ where
 /// when it passes (the store stalled, the network dropped our packets) does
 /// not hold the work up, because by then the store may already have handed
 /// the lease to someone else.
-async fn watch(lock: &Target, guard: &LockGuard, lease: &Lease) {
+pub(crate) async fn watch(lock: &Target, guard: &LockGuard, lease: &Lease) {
     let options = &lock.options;
     let ttl = lock.ttl;
     let store = lock.manager.store();

@@ -102,7 +102,13 @@ pub(crate) fn with_scratch<T>(f: impl Fn(&mut String) -> T) -> T {
 /// and the formatting machinery costs more than the rest of an in-memory
 /// acquire.
 pub(crate) fn new_token() -> Arc<str> {
-    let description = description_of_this_process();
+    new_token_described(description_of_this_process())
+}
+
+/// A fresh owner token whose readable part is `description` rather than
+/// this process's `host:pid`: an election candidate's label (see
+/// [`Election::label`](crate::Election::label)).
+pub(crate) fn new_token_described(description: &str) -> Arc<str> {
     // Assembled on the stack when it fits, so the only allocation is the
     // shared `Arc<str>` the guard and the running work's lease both hold.
     let mut buffer = [0u8; 160];
