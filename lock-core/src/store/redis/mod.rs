@@ -43,7 +43,7 @@ use ::redis::cluster::ClusterClient;
 pub use self::config::RedisConfig;
 use self::shared::{Connection, Shared};
 use crate::store::kit::{self, MAX_TTL};
-use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Holder, Result};
 
 /// Leases kept in Redis or Redis Cluster, shared by every process that
@@ -459,6 +459,13 @@ impl LockStore for RedisStore {
 
     fn read_mode(&self) -> bool {
         true
+    }
+
+    /// On the lease's release channel, which every release of a fenced
+    /// name and every new holder of one is published on.
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        let lease = keys::lease_key(key).ok()?;
+        Some(Wakeup::new(self.shared.waiters.observe(&lease)))
     }
 }
 

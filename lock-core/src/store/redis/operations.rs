@@ -111,7 +111,7 @@ impl Shared {
             .map(|found: Option<Vec<::redis::Value>>| found.map(holders_of))?
             .transpose()
             .map_err(|e| Error::store("read the holder of", key, e))?;
-        let Some((readers, holders)) = found else {
+        let Some((kind, holders, fence)) = found else {
             return Ok(Vec::new());
         };
         Ok(holders
@@ -124,7 +124,11 @@ impl Shared {
                     Duration::from_millis(remaining.unsigned_abs())
                 };
                 let holder = Holder::new(String::from_utf8_lossy(&token), remaining);
-                if readers == 1 { holder.as_reader() } else { holder }
+                match (kind, fence) {
+                    (1, _) => holder.as_reader(),
+                    (_, Some(fence)) => holder.with_fence(fence),
+                    _ => holder,
+                }
             })
             .collect())
     }
@@ -264,15 +268,17 @@ impl Shared {
 }
 
 /// What the holder script found: its kind (1 for the readers of the read
-/// side, 0 for a writer), and each holder's token and remaining ms.
-type Found = (i64, Vec<(Vec<u8>, i64)>);
+/// side, 0 for a writer, 2 for a writer of a fenced name), each holder's
+/// token and remaining ms, and the fenced name's last token.
+type Found = (i64, Vec<(Vec<u8>, i64)>, Option<u64>);
 
-/// The holder script's reply: `{kind, token, remaining ms, ...}`.
+/// The holder script's reply: `{kind, token, remaining ms, ...}`, or
+/// `{2, token, remaining ms, fence}`.
 fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis::ParsingError> {
     let mut items = reply.into_iter();
     let kind: i64 = match items.next() {
         Some(kind) => ::redis::from_redis_value(kind)?,
-        None => return Ok((0, Vec::new())),
+        None => return Ok((0, Vec::new(), None)),
     };
     let mut holders = Vec::new();
     while let (Some(token), Some(remaining)) = (items.next(), items.next()) {
@@ -280,6 +286,15 @@ fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis:
             ::redis::from_redis_value(token)?,
             ::redis::from_redis_value(remaining)?,
         ));
+        if kind == 2 {
+            let fence: String = match items.next() {
+                Some(fence) => ::redis::from_redis_value(fence)?,
+                None => break,
+            };
+            // A counter that is not a count (written by something else)
+            // is no fencing token: the holder is shown without one.
+            return Ok((kind, holders, fence.parse().ok()));
+        }
     }
-    Ok((kind, holders))
+    Ok((kind, holders, None))
 }

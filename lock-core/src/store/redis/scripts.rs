@@ -41,7 +41,7 @@ impl Scripts {
             Script::new(&text)
         };
         Scripts {
-            acquire: Script::new(include_str!("lua/acquire.lua")),
+            acquire: announcing(include_str!("lua/acquire.lua")),
             read_acquire: Script::new(include_str!("lua/read_acquire.lua")),
             release: announcing(include_str!("lua/release.lua")),
             extend: Script::new(include_str!("lua/extend.lua")),

@@ -20,7 +20,7 @@ use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisError, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use super::wakeups::{key_of_channel, release_channel};
+use super::wakeups::{announced, key_of_channel, release_channel};
 use crate::store::kit::{CallError, Deadline};
 use crate::store::kit::{Waiters, Watch};
 
@@ -127,8 +127,8 @@ impl ShardedListener {
     async fn on_push(&mut self, push: PushInfo) {
         match push.kind {
             PushKind::SMessage => {
-                if let Some(key) = push.data.get(1).and_then(text) {
-                    self.waiters.released(key);
+                if let Some(payload) = push.data.get(1).and_then(text) {
+                    announced(&self.waiters, payload);
                 }
             }
             PushKind::SUnsubscribe => {

@@ -47,6 +47,15 @@ pub(super) fn key_of_channel<'a>(channel: &'a str, suffix: &str) -> Option<&'a s
     channel.strip_suffix(suffix)?.strip_suffix(':')
 }
 
+/// Acts on a message of a release channel: a lease key (a release), or `+`
+/// and a lease key (a fenced lease's new holder, for observers only).
+pub(super) fn announced(waiters: &Waiters, payload: &str) {
+    match payload.strip_prefix('+') {
+        Some(key) => waiters.changed(key),
+        None => waiters.released(payload),
+    }
+}
+
 /// Where the release subscription can be opened.
 pub(super) enum Nodes {
     /// These nodes, tried in turn (one server, or a cluster's nodes: a
@@ -166,8 +175,8 @@ impl Listener {
             tokio::select! {
                 message = stream.next() => {
                     let Some(message) = message else { return };
-                    if let Ok(key) = std::str::from_utf8(message.get_payload_bytes()) {
-                        self.waiters.released(key);
+                    if let Ok(payload) = std::str::from_utf8(message.get_payload_bytes()) {
+                        announced(&self.waiters, payload);
                     }
                 }
                 Some(change) = self.changes.recv() => {

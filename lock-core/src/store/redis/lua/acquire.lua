@@ -4,6 +4,7 @@
 --       ends, in ms on the server's clock).
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms,
 --       "1" when the caller wants a fencing token.
+-- PUBLISH and CHANNEL come from the store's prologue, as in release.lua.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
 --         {0, remaining ms} when held.
 
@@ -57,7 +58,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- stand).
   redis.call('ZREM', KEYS[4], ARGV[1])
   if ARGV[5] == '1' then
-    return {1, next_fence(KEYS[3])}
+    local fence = next_fence(KEYS[3])
+    -- A fenced lease's new holder is announced, `+` before its key, for
+    -- whoever observes the name (an election's observers); waiters take
+    -- no notice. PUBLISH and CHANNEL come from the store's prologue.
+    redis.call(PUBLISH, KEYS[1] .. CHANNEL, '+' .. KEYS[1])
+    return {1, fence}
   end
   return {1, 0}
 end
