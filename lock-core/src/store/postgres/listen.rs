@@ -143,12 +143,14 @@ impl Listener {
     }
 
     /// A release was announced: an empty payload (a name too long to send)
-    /// wakes everyone, a name wakes its waiters.
+    /// wakes everyone, a name wakes its waiters. `+` before it announces a
+    /// fenced name's new holder, for its observers only.
     fn heard(&self, payload: &str) {
-        if payload.is_empty() {
-            self.waiters.wake_all();
-        } else {
-            self.waiters.released(payload);
+        match payload.strip_prefix('+') {
+            Some("") => self.waiters.wake_all(),
+            Some(name) => self.waiters.changed(name),
+            None if payload.is_empty() => self.waiters.wake_all(),
+            None => self.waiters.released(payload),
         }
     }
 }

@@ -30,7 +30,7 @@ use self::checkout::{Checkout, call_deadline};
 pub use self::config::PostgresConfig;
 use self::sql::Statements;
 use crate::store::kit::{self, Background, BoxError, Interest, Waiters};
-use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
+use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
@@ -238,13 +238,7 @@ impl PostgresStore {
     /// Release, or force-release when `token` is `None`.
     async fn free(&self, operation: &'static str, key: &str, token: Option<&str>) -> Result<bool> {
         let stored = names::stored(key);
-        // Waiters know the name, not its row name: a name kept as a hash
-        // (or too long to send) wakes every waiter of each process instead.
-        let payload = if names::is_raw(key) && key.len() <= MAX_PAYLOAD {
-            key
-        } else {
-            ""
-        };
+        let payload = payload_of(key);
         let rows = self
             .query(
                 operation,
@@ -279,11 +273,23 @@ fn held(row: &tokio_postgres::Row) -> std::result::Result<Holder, tokio_postgres
     let token: String = row.try_get(1)?;
     let remaining: i64 = row.try_get(2)?;
     let holder = Holder::new(token, Duration::from_micros(remaining.max(0).unsigned_abs()));
-    Ok(if row.try_get(3)? {
-        holder.as_reader()
-    } else {
-        holder
+    let fence: Option<i64> = row.try_get(4)?;
+    Ok(match (row.try_get(3)?, fence) {
+        (true, _) => holder.as_reader(),
+        (false, Some(fence)) => holder.with_fence(fence.unsigned_abs()),
+        (false, None) => holder,
     })
+}
+
+/// What a notification about `key` carries: the name. Waiters know the
+/// name, not its row name: a name kept as a hash (or too long to send) is
+/// sent as nothing, which wakes every waiter of each process instead.
+fn payload_of(key: &str) -> &str {
+    if names::is_raw(key) && key.len() < MAX_PAYLOAD {
+        key
+    } else {
+        ""
+    }
 }
 
 /// Microseconds of `ttl`, for the statements.
@@ -302,6 +308,18 @@ impl LockStore for PostgresStore {
                 .then(|| self.shared.waiters.register_for(request.key, request.read));
             let holder = kit::owner_of(request.token);
             let stored = names::stored(request.key);
+            let fenced = request.fenced && !request.read;
+            // A fenced lease's new holder is announced to observers: `+`
+            // and the name (see `free` for names that cannot be sent).
+            let announced = format!("+{}", payload_of(request.key));
+            let params: [(&(dyn ToSql + Sync), Type); 6] = [
+                (&&*stored, Type::TEXT),
+                (&request.token, Type::TEXT),
+                (&holder, Type::TEXT),
+                (&micros(request.ttl), Type::INT8),
+                (&self.shared.config.channel, Type::TEXT),
+                (&announced, Type::TEXT),
+            ];
             let rows = self
                 .query(
                     "acquire",
@@ -312,12 +330,8 @@ impl LockStore for PostgresStore {
                         &self.shared.statements.acquire[usize::from(request.fenced)]
                             [usize::from(request.wake)]
                     },
-                    &[
-                        (&&*stored, Type::TEXT),
-                        (&request.token, Type::TEXT),
-                        (&holder, Type::TEXT),
-                        (&micros(request.ttl), Type::INT8),
-                    ],
+                    // Only the fenced statement announces.
+                    if fenced { &params } else { &params[..4] },
                 )
                 .await?;
             let Some(row) = rows.first() else {
@@ -447,6 +461,12 @@ impl LockStore for PostgresStore {
     /// Readers live in their name's row: see the module's docs.
     fn read_mode(&self) -> bool {
         true
+    }
+
+    /// On the `LISTEN` connection, which hears every release of a fenced
+    /// name and every new holder of one.
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        Some(Wakeup::new(self.shared.waiters.observe(key)))
     }
 }
 

@@ -37,10 +37,10 @@ impl Statements {
                 [false, true].map(|waiting| acquire(leases, fences, fenced, waiting))
             }),
             read: [false, true].map(|waiting| read::acquire(leases, waiting)),
-            release: release(leases),
+            release: release(leases, fences),
             extend: extend(leases),
-            holder: holder(leases),
-            list: list(leases),
+            holder: holder(leases, fences),
+            list: list(leases, fences),
             sweep: sweep(leases),
         }
     }
@@ -188,7 +188,7 @@ fence AS (
     INSERT INTO {fences} AS f (name, fence)
     SELECT $1, 1 FROM lease WHERE lease.acquired
     ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1
-    RETURNING f.fence)"
+    RETURNING f.fence, pg_notify($5, $6) IS NULL)"
             ),
             "(SELECT fence.fence FROM fence)",
         )
@@ -221,7 +221,9 @@ pub(super) fn micros_until(at: &str) -> String {
 }
 
 /// Release (or force-release), as one statement, with a `NOTIFY` when
-/// someone waits and the name is now free for them.
+/// someone waits and the name is now free for them, or when the name is
+/// fenced (it has a counter in `fences`): an election's observers wait
+/// for no lease of their own.
 ///
 /// Parameters: `$1` name, `$2` token (`NULL`: the writer and every
 /// reader), `$3` the notification channel, `$4` the notification payload.
@@ -235,7 +237,7 @@ pub(super) fn micros_until(at: &str) -> String {
 /// row when a live lease was freed, none otherwise; its second column,
 /// `freed`, says whether the name is now free (false while other readers
 /// hold it).
-pub(super) fn release(leases: &str) -> String {
+pub(super) fn release(leases: &str, fences: &str) -> String {
     let kept = |column: &str| {
         format!(
             "ARRAY(SELECT r.{column}
@@ -250,7 +252,9 @@ gone AS (
     WHERE t.name = $1
       AND CASE WHEN $2::text IS NULL THEN t.expires_at > c.now OR {any}
                ELSE t.token = $2 AND t.expires_at > c.now END
-    RETURNING CASE WHEN t.waited_until > c.now THEN pg_notify($3, $4) IS NULL END,
+    RETURNING CASE WHEN t.waited_until > c.now
+                     OR EXISTS (SELECT FROM {fences} AS f WHERE f.name = t.name)
+                   THEN pg_notify($3, $4) IS NULL END,
               true AS freed),
 reader AS (
     UPDATE {leases} AS t SET reader_tokens = {tokens}, reader_expiries = {expiries}
@@ -290,26 +294,36 @@ RETURNING 1"
     )
 }
 
-/// The holder of `$1`: `(name, token, remaining microseconds, reader)`,
-/// the writer while its lease lasts, or else the reader whose lease ends
-/// first.
-pub(super) fn holder(leases: &str) -> String {
-    format!("{}\nWHERE t.name = $1\nORDER BY 4, 3\nLIMIT 1", held(leases))
+/// The holder of `$1`: `(name, token, remaining microseconds, reader,
+/// fence)`, the writer while its lease lasts, or else the reader whose
+/// lease ends first.
+pub(super) fn holder(leases: &str, fences: &str) -> String {
+    format!(
+        "{}\nWHERE t.name = $1\nORDER BY 4, 3\nLIMIT 1",
+        held(leases, fences)
+    )
 }
 
 /// Every live lease whose name starts with `$1`: `(name, token, remaining
 /// microseconds, reader)`, one per writer and one per reader. One
 /// statement, so one consistent snapshot of the table.
-pub(super) fn list(leases: &str) -> String {
-    format!("{}\nWHERE starts_with(t.name, $1)", held(leases))
+pub(super) fn list(leases: &str, fences: &str) -> String {
+    format!(
+        "{}\nWHERE starts_with(t.name, $1)",
+        held(leases, fences)
+    )
 }
 
 /// The live leases of the rows `t` a `WHERE` then picks: `(name, token,
-/// remaining microseconds, reader)`.
-fn held(leases: &str) -> String {
+/// remaining microseconds, reader, fence)`. A writer of a fenced name
+/// shows the name's last fencing token: its own when the name is only
+/// ever taken fenced, as an election's is.
+fn held(leases: &str, fences: &str) -> String {
     format!(
         "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
-SELECT t.name, held.token, held.remaining, held.reader FROM {leases} AS t, c, LATERAL (
+SELECT t.name, held.token, held.remaining, held.reader,
+       CASE WHEN NOT held.reader THEN (SELECT f.fence FROM {fences} AS f WHERE f.name = t.name) END
+FROM {leases} AS t, c, LATERAL (
     SELECT t.token, {writer} AS remaining, false AS reader WHERE t.expires_at > c.now
     UNION ALL
     SELECT r.token, {reader}, true
