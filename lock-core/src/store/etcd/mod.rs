@@ -549,6 +549,14 @@ impl LockStore for EtcdStore {
     fn read_mode(&self) -> bool {
         self.shared.ranges
     }
+
+    /// On the watch stream, which hears every new holder and every delete
+    /// of the key.
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        let observer = Wakeup::new(self.shared.waiters.observe(key));
+        self.shared.watches.watch(key, watch::FROM_NOW);
+        Some(observer)
+    }
 }
 
 impl fmt::Debug for EtcdStore {

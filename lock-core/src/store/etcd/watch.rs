@@ -1,8 +1,10 @@
 //! The store's one watch stream: a watch per key that this process waits
-//! for, multiplexed on one gRPC stream, waking the key's waiters when the
-//! key is deleted (a release, a force-release, or its lease expiring), or
-//! one of its companions is: a reader's key, a waiting writer's claim
-//! (each watch covers the name's range, see `keys`).
+//! for or observes, multiplexed on one gRPC stream, waking the key's
+//! waiters when the key is deleted (a release, a force-release, or its
+//! lease expiring), or one of its companions is: a reader's key, a waiting
+//! writer's claim (each watch covers the name's range, see `keys`). A new
+//! writer of the key wakes its observers only (an election's, see
+//! [`LockStore::observe`](crate::LockStore::observe)).
 //!
 //! A waiter asks for its key to be watched from just after the revision at
 //! which it found the key held, so a delete between its attempt and the
@@ -32,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, EventType, GetOptions, WatchFilterType, WatchOptions, WatchResponse, WatchStream,
+    Client, EventType, GetOptions, WatchOptions, WatchResponse, WatchStream,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -289,14 +291,29 @@ impl Task {
     /// with a watch the cluster ended. `Some` when the stream must be given
     /// up.
     fn handle(&mut self, response: &WatchResponse) -> Option<Ended> {
-        for event in response.events() {
-            if event.event_type() != EventType::Delete {
-                continue;
+        if response.created() && self.wanted.values().any(|&from| from == FROM_NOW) {
+            // A watch from now is up: what changed before it is not
+            // replayed, so its key's observers read again.
+            let id = response.watch_id();
+            if let Some(key) = self.ids.iter().find_map(|(key, watch)| (*watch == id).then_some(key)) {
+                if self.wanted.get(key) == Some(&FROM_NOW) {
+                    self.waiters.wake_key(key);
+                }
             }
+        }
+        for event in response.events() {
             let Some(kv) = event.kv() else { continue };
             let Ok(stored) = std::str::from_utf8(kv.key()) else {
                 continue;
             };
+            if event.event_type() != EventType::Delete {
+                // A new writer: an election's new leader, for observers
+                // (waiters wait for deletes).
+                if let Stored::Writer(key) = keys::parse(stored) {
+                    self.waiters.changed(key);
+                }
+                continue;
+            }
             let stored = keys::parse(stored);
             let key = stored.name();
             // A stream opened again resumes this key after this delete.
@@ -380,9 +397,16 @@ fn refused_or_broken(reason: &str) -> Ended {
 /// The watch of `key` and its companions (its readers, and the claims of
 /// writers waiting for them).
 fn options(key: &str, id: i64, revision: i64) -> WatchOptions {
-    WatchOptions::new()
+    let options = WatchOptions::new()
         .with_range(keys::companions_end(key))
-        .with_watch_id(id)
-        .with_start_revision(revision.max(1))
-        .with_filters([WatchFilterType::NoPut])
+        .with_watch_id(id);
+    if revision == FROM_NOW {
+        options
+    } else {
+        options.with_start_revision(revision.max(1))
+    }
 }
+
+/// The revision an observer's watch asks for: from whenever it is made
+/// (an observer reads the leader again once it is, see `handle`).
+pub(super) const FROM_NOW: i64 = 0;
