@@ -154,6 +154,7 @@ mod support;
 
 pub mod cancellation;
 pub mod contract;
+pub mod election;
 pub mod lifecycle;
 pub mod read;
 

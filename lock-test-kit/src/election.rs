@@ -1,0 +1,418 @@
+//! The election suite: one leader per name, terms that only grow, handing
+//! over at once on resignation, the lost signal, `lead`'s loop, observers
+//! that see each leader in order, and campaigns that leave nothing behind
+//! when they are cut off, on any store.
+//!
+//! [`election_contract!`](crate::election_contract) generates one test per
+//! behaviour. The candidates here share one manager (one process); the
+//! workspace's own tests run candidates in several processes as well. Time
+//! bounds are hang guards: an election TTL here is long (30 s), so a
+//! candidate that waits out its leader's TTL instead of being woken fails
+//! the guard.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use lock_core::{Election, Error, Leader, Leadership, LockManager, Observe};
+
+use crate::ms;
+
+/// Longer than every hang guard: a handover that waits for the TTL fails.
+const LONG: Duration = Duration::from_secs(30);
+const HANG_GUARD: Duration = Duration::from_secs(10);
+
+/// `None` (and the refusal checked) on a store that keeps no fencing
+/// tokens: it cannot hold elections, and must say so rather than hand out
+/// terms that could go backwards.
+async fn refused_without_fencing(locks: &LockManager, name: &str) -> Option<()> {
+    if locks.store().fencing() {
+        return Some(());
+    }
+    let refused = locks.election(name, LONG).campaign().await;
+    assert!(
+        matches!(refused, Err(Error::Unsupported { .. })),
+        "a store without fencing tokens refuses elections: {refused:?}"
+    );
+    None
+}
+
+async fn campaign(election: &Election) -> Leadership {
+    tokio::time::timeout(HANG_GUARD, election.campaign())
+        .await
+        .expect("the campaign ends within the hang guard")
+        .expect("campaign")
+}
+
+/// Three candidates at once: exactly one leads, `leader()` names it and its
+/// term, and the others are still waiting.
+pub async fn one_candidate_leads_and_the_others_wait(locks: LockManager) {
+    if refused_without_fencing(&locks, "one-leads").await.is_none() {
+        return;
+    }
+    let candidates: Vec<_> = (0..3)
+        .map(|n| {
+            let election = locks
+                .election("one-leads", LONG)
+                .label(format!("candidate-{n}"));
+            tokio::spawn(async move { election.campaign().await.map(|l| (n, l)) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let done: Vec<_> = candidates.iter().filter(|c| c.is_finished()).collect();
+    assert_eq!(
+        done.len(),
+        1,
+        "exactly one candidate leads; the others wait"
+    );
+    let mut leading = None;
+    let mut waiting = Vec::new();
+    for candidate in candidates {
+        if candidate.is_finished() {
+            leading = Some(candidate.await.expect("task").expect("campaign"));
+        } else {
+            waiting.push(candidate);
+        }
+    }
+    let (n, leadership) = leading.expect("one leads");
+    let leader = locks
+        .election("one-leads", LONG)
+        .leader()
+        .await
+        .expect("leader")
+        .expect("somebody leads");
+    assert_eq!(
+        leader.label(),
+        format!("candidate-{n}"),
+        "the leader's label"
+    );
+    assert_eq!(leader.term(), leadership.term(), "the leader's term");
+    assert!(leader.since().is_some(), "when its term began");
+    assert!(
+        leader.remaining_ttl() <= LONG && leader.remaining_ttl() > LONG / 2,
+        "its lease's remaining TTL: {:?}",
+        leader.remaining_ttl()
+    );
+    for candidate in waiting {
+        candidate.abort();
+        let _ = candidate.await;
+    }
+    assert!(leadership.resign().await.expect("resign"), "it still led");
+}
+
+/// A leader that resigns hands over at once: the next candidate leads
+/// without waiting out the TTL, with a greater term. Dropping leadership
+/// does the same.
+pub async fn a_resignation_or_a_drop_hands_over_at_once(locks: LockManager) {
+    if refused_without_fencing(&locks, "hand-over").await.is_none() {
+        return;
+    }
+    let election = locks.election("hand-over", LONG);
+    let first = campaign(&election).await;
+    let next = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !next.is_finished(),
+        "the next candidate waits while one leads"
+    );
+    let first_term = first.term();
+    assert!(first.resign().await.expect("resign"), "it still led");
+    let second = tokio::time::timeout(HANG_GUARD, next)
+        .await
+        .expect("the next candidate leads at once, not after the 30 s TTL")
+        .expect("task")
+        .expect("campaign");
+    assert!(
+        second.term() > first_term,
+        "terms grow: {} then {}",
+        first_term,
+        second.term()
+    );
+
+    let third = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second_term = second.term();
+    drop(second);
+    let third = tokio::time::timeout(HANG_GUARD, third)
+        .await
+        .expect("a dropped leadership hands over at once")
+        .expect("task")
+        .expect("campaign");
+    assert!(
+        third.term() > second_term,
+        "terms grow: {} then {}",
+        second_term,
+        third.term()
+    );
+    third.resign().await.expect("resign");
+    assert_eq!(
+        election.leader().await.expect("leader"),
+        None,
+        "nobody leads"
+    );
+}
+
+/// Leadership renews itself: it outlives many TTLs without being lost.
+pub async fn leadership_renews_itself_past_many_ttls(locks: LockManager) {
+    if refused_without_fencing(&locks, "renews").await.is_none() {
+        return;
+    }
+    let ttl = ms(&locks, 300);
+    let election = locks.election("renews", ttl);
+    let leadership = campaign(&election).await;
+    tokio::time::sleep(ttl * 4).await;
+    assert!(!leadership.is_lost(), "renewed every ttl/3, never lost");
+    let leader = election
+        .leader()
+        .await
+        .expect("leader")
+        .expect("still leads");
+    assert_eq!(leader.term(), leadership.term(), "the same term throughout");
+    assert!(leadership.resign().await.expect("resign"), "still ours");
+}
+
+/// A leader whose lease is taken away (an operator freed it) learns so:
+/// `lost()` resolves at its next renewal, and another candidate leads.
+pub async fn lost_resolves_when_the_lease_is_taken_away(locks: LockManager) {
+    if refused_without_fencing(&locks, "taken-away")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let ttl = ms(&locks, 600);
+    let election = locks.election("taken-away", ttl);
+    let leadership = campaign(&election).await;
+    assert!(!leadership.is_lost(), "leads");
+    let freed = locks
+        .lock("taken-away", ttl)
+        .force_release()
+        .await
+        .expect("force_release");
+    assert!(freed, "the operator freed the leader's lease");
+    let next = campaign(&election).await;
+    tokio::time::timeout(HANG_GUARD, leadership.lost())
+        .await
+        .expect("lost() resolves once a renewal finds the lease gone");
+    assert!(leadership.is_lost(), "and says so after");
+    assert!(
+        next.term() > leadership.term(),
+        "the next leader's term is greater"
+    );
+    assert!(
+        !leadership.resign().await.expect("resign"),
+        "resigning a lost leadership frees nothing"
+    );
+    assert!(!next.is_lost(), "the new leader still leads");
+    next.resign().await.expect("resign");
+}
+
+/// `lead` runs the work while leading, drops it the moment leadership is
+/// lost, campaigns again and runs it anew for its next term; it returns
+/// what the work returns.
+pub async fn lead_drops_the_work_on_loss_and_leads_again(locks: LockManager) {
+    if refused_without_fencing(&locks, "lead").await.is_none() {
+        return;
+    }
+    let ttl = ms(&locks, 600);
+    let election = locks.election("lead", ttl);
+    let calls = Arc::new(AtomicU32::new(0));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let lead = tokio::spawn({
+        let (election, calls, dropped) =
+            (election.clone(), Arc::clone(&calls), Arc::clone(&dropped));
+        async move {
+            let mut terms = Vec::new();
+            election
+                .lead(|leadership| {
+                    let call = calls.fetch_add(1, Ordering::SeqCst);
+                    terms.push(leadership.term());
+                    let dropped = Arc::clone(&dropped);
+                    let terms = terms.clone();
+                    async move {
+                        if call == 0 {
+                            // The first term works until it is dropped.
+                            let _flag = SetOnDrop(dropped);
+                            let _leadership = leadership;
+                            std::future::pending::<()>().await;
+                        }
+                        Ok::<_, Error>(terms)
+                    }
+                })
+                .await
+        }
+    });
+    let observed = locks.election("lead", ttl);
+    tokio::time::timeout(HANG_GUARD, async {
+        while observed.leader().await.expect("leader").is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the lead loop leads");
+    assert!(
+        locks
+            .lock("lead", ttl)
+            .force_release()
+            .await
+            .expect("force_release"),
+        "the leader's lease is taken away"
+    );
+    let terms = tokio::time::timeout(HANG_GUARD, lead)
+        .await
+        .expect("the second term's work returns")
+        .expect("task")
+        .expect("lead");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the first term's work was dropped"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the work ran once per term"
+    );
+    assert!(terms[1] > terms[0], "the second term is greater: {terms:?}");
+    assert_eq!(
+        observed.leader().await.expect("leader"),
+        None,
+        "the work returned: its leadership resigned"
+    );
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// An observer sees who leads when it starts, each new leader with a
+/// greater term, and `None` once nobody leads, without waiting out TTLs.
+pub async fn observers_see_each_leader_in_order(locks: LockManager) {
+    if refused_without_fencing(&locks, "observed").await.is_none() {
+        return;
+    }
+    let a = locks.election("observed", LONG).label("a");
+    let b = locks.election("observed", LONG).label("b");
+    let mut observe = a.observe();
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "nobody leads at first"
+    );
+    let leading_a = campaign(&a).await;
+    let seen = next_change(&mut observe).await.expect("a leads");
+    assert_eq!((seen.label(), seen.term()), ("a", leading_a.term()));
+    leading_a.resign().await.expect("resign");
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "nobody leads after a resigned"
+    );
+    let leading_b = campaign(&b).await;
+    let seen = next_change(&mut observe).await.expect("b leads");
+    assert_eq!((seen.label(), seen.term()), ("b", leading_b.term()));
+    drop(leading_b);
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "nobody leads after b's leadership was dropped"
+    );
+}
+
+/// The observer's next change, within the hang guard.
+async fn next_change(observe: &mut Observe) -> Option<Leader> {
+    tokio::time::timeout(HANG_GUARD, observe.next_change())
+        .await
+        .expect("the observer hears of the change, not after the 30 s TTL")
+}
+
+/// A campaign cut off at any point, while another candidate leads or
+/// while the name is free, leaves no lease behind.
+pub async fn a_cancelled_campaign_leaves_nothing_behind(locks: LockManager) {
+    if refused_without_fencing(&locks, "cancelled").await.is_none() {
+        return;
+    }
+    let election = locks.election("cancelled", LONG);
+    let leading = campaign(&election).await;
+    let cut = tokio::time::timeout(Duration::from_millis(50), election.campaign()).await;
+    assert!(cut.is_err(), "a campaign waits while another leads");
+    leading.resign().await.expect("resign");
+    for round in 0..20u64 {
+        // Cut off a few hundred microseconds in: before, during or after
+        // the store's answer.
+        let after = Duration::from_micros(rand_below(2_000) + round);
+        if let Ok(won) = tokio::time::timeout(after, election.campaign()).await {
+            won.expect("campaign").resign().await.expect("resign");
+        }
+        tokio::time::timeout(HANG_GUARD, async {
+            while election.leader().await.expect("leader").is_some() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the lease a cut-off campaign took is given back");
+    }
+}
+
+fn rand_below(n: u64) -> u64 {
+    rand::random_range(0..n)
+}
+
+/// Terms grow with every leader, across resignations and drops, and a
+/// label that cannot be shown is refused before anything is taken.
+pub async fn terms_grow_and_bad_labels_are_refused(locks: LockManager) {
+    if refused_without_fencing(&locks, "terms").await.is_none() {
+        return;
+    }
+    let election = locks.election("terms", LONG);
+    let mut last = 0;
+    for _ in 0..5 {
+        let leadership = campaign(&election).await;
+        assert!(
+            leadership.term() > last,
+            "{} after {last}",
+            leadership.term()
+        );
+        last = leadership.term();
+        leadership.resign().await.expect("resign");
+    }
+    for label in ["", "line\nbreak", &"x".repeat(300)] {
+        let refused = election.clone().label(label).campaign().await;
+        assert!(
+            matches!(refused, Err(Error::InvalidOptions { .. })),
+            "the label {label:?} is refused: {refused:?}"
+        );
+    }
+    assert_eq!(
+        election.leader().await.expect("leader"),
+        None,
+        "nothing was taken"
+    );
+}
+
+/// One test per behaviour of the [election suite](self).
+#[macro_export]
+macro_rules! election_contract {
+    ($make:expr $(,)?) => {
+        $crate::__behaviours!(election, $make;
+            one_candidate_leads_and_the_others_wait,
+            a_resignation_or_a_drop_hands_over_at_once,
+            leadership_renews_itself_past_many_ttls,
+            lost_resolves_when_the_lease_is_taken_away,
+            lead_drops_the_work_on_loss_and_leads_again,
+            observers_see_each_leader_in_order,
+            a_cancelled_campaign_leaves_nothing_behind,
+            terms_grow_and_bad_labels_are_refused,
+        );
+    };
+}
