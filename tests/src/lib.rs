@@ -4,6 +4,7 @@
 
 pub mod chaos;
 pub mod children;
+pub mod elections;
 pub mod etcd;
 pub mod harness;
 pub mod kept;

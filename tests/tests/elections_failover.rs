@@ -1,0 +1,125 @@
+//! Leader election across processes: three candidates (`election-child`)
+//! on each networked store that holds elections, their leader resigned,
+//! killed (SIGKILL) or paused past its TTL (SIGSTOP, then SIGCONT), 50
+//! times in all. Each takeover is timed and printed; every fenced write the
+//! leaders made is checked against the terms written before it, and every
+//! observer's view against the terms that led.
+
+use std::time::Duration;
+
+use lock_tests::elections::{Failovers, failovers, mixed};
+use lock_tests::{etcd, harness, postgres};
+
+const ROUNDS: usize = 50;
+
+/// Prints the run and checks what must hold whatever the timing.
+fn check(store: &str, ttl: Duration, run: &Failovers) {
+    let median = |what| {
+        run.median(what).map_or_else(
+            || "-".to_owned(),
+            |d| format!("{:.1} ms", d.as_secs_f64() * 1e3),
+        )
+    };
+    let mut lags = run.observer_lags.clone();
+    lags.sort();
+    let lag = lags.get(lags.len() / 2).copied().unwrap_or_default();
+    eprintln!(
+        "{store}: {} failovers, ttl {ttl:?}: takeover after resign {} (median), after SIGKILL {}, after SIGSTOP {}; observers {:.1} ms behind (median); {} writes, {} violations",
+        run.terms.len() - 1,
+        median("resign"),
+        median("kill"),
+        median("pause"),
+        lag.as_secs_f64() * 1e3,
+        run.writes,
+        run.violations,
+    );
+    assert_eq!(
+        run.terms.len(),
+        ROUNDS + 1,
+        "a leader per round, and the first"
+    );
+    assert_eq!(
+        run.violations, 0,
+        "no write of an old term after a newer one"
+    );
+    assert!(run.writes > 0, "the leaders wrote");
+    assert!(
+        run.observer_faults.is_empty(),
+        "observers: {:?}",
+        run.observer_faults
+    );
+    // Hang guards, many times what a correct store needs: a resignation is
+    // handed over by notification, a dead leader's lease by its TTL.
+    for resign in &run.takeovers["resign"] {
+        assert!(
+            *resign < ttl / 2,
+            "a resignation is handed over at once, not by the TTL: {resign:?}"
+        );
+    }
+    for kill in &run.takeovers["kill"] {
+        assert!(
+            *kill < ttl + Duration::from_secs(1),
+            "a killed leader is replaced within TTL + 1 s: {kill:?}"
+        );
+    }
+    // Observers hear of a new leader from the store; one left to read
+    // again at the leader's expiry would be 2/3 of a TTL behind or more.
+    assert!(
+        lag < ttl / 2,
+        "observers are told, not left to find out: {lag:?} behind"
+    );
+}
+
+#[test]
+fn redis_candidates_fail_over() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let ttl = Duration::from_millis(1_000);
+    let run = failovers(
+        env!("CARGO_BIN_EXE_election-child"),
+        &url,
+        &[],
+        ttl,
+        &mixed(ROUNDS),
+    );
+    check("redis", ttl, &run);
+}
+
+#[test]
+fn postgres_candidates_fail_over() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let ttl = Duration::from_millis(1_000);
+    let env = [("LOCK_CHILD_PG_SCHEMA", postgres::schema())];
+    // The tables exist before the candidates race to create them.
+    tokio::runtime::Runtime::new()
+        .expect("a runtime")
+        .block_on(postgres::postgres_store());
+    let run = failovers(
+        env!("CARGO_BIN_EXE_election-child"),
+        &url,
+        &env,
+        ttl,
+        &mixed(ROUNDS),
+    );
+    check("postgres", ttl, &run);
+}
+
+#[test]
+fn etcd_candidates_fail_over() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    // etcd keeps whole seconds, and no lease below its minimum.
+    let ttl = Duration::from_secs(3);
+    let run = failovers(
+        env!("CARGO_BIN_EXE_election-child"),
+        &endpoints.join(","),
+        &[],
+        ttl,
+        &mixed(ROUNDS),
+    );
+    check("etcd", ttl, &run);
+}
