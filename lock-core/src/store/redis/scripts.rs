@@ -5,11 +5,12 @@
 //! when the store connects, and reloaded once, within the call's deadline,
 //! when a server that restarted or flushed its cache answers `NOSCRIPT`.
 //!
-//! The scripts that announce a release start with a prologue of the store's
-//! own, setting `PUBLISH` (the command) and `CHANNEL` (`:` and the channel
-//! suffix): both are fixed for the store's life, and as arguments they would
-//! cost the server on every release (each argument about as much as a short
-//! command). Stores with different settings load different scripts.
+//! The scripts that announce a release (or a fenced name's new holder)
+//! start with a prologue of the store's own, setting `PUBLISH` (the
+//! command) and `CHANNEL` (`:` and the channel suffix): both are fixed for
+//! the store's life, and as arguments they would cost the server on every
+//! release (each argument about as much as a short command). Stores with
+//! different settings load different scripts.
 
 use ::redis::{Cmd, Script};
 
@@ -132,7 +133,10 @@ mod tests {
             plain.force_release.get_hash(),
             other.force_release.get_hash()
         );
+        // The acquire announces a fenced name's new holder.
+        assert_ne!(plain.acquire.get_hash(), other.acquire.get_hash());
         // The others do not depend on them.
-        assert_eq!(plain.acquire.get_hash(), other.acquire.get_hash());
+        assert_eq!(plain.extend.get_hash(), other.extend.get_hash());
+        assert_eq!(plain.holder.get_hash(), other.holder.get_hash());
     }
 }
