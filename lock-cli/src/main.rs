@@ -5,12 +5,14 @@
 //! locks --url redis://127.0.0.1:6379 list
 //! locks --url redis://127.0.0.1:6379 inspect reports:acme
 //! locks --url redis://127.0.0.1:6379 release reports:acme --reason "job hung, ticket 4411"
+//! locks --url redis://127.0.0.1:6379 leader scheduler --watch
 //! ```
 //!
 //! Exit codes: 0 done; 1 not held (nothing to show or release, or the
 //! release was declined or found the lock changed hands); 2 usage or
 //! connection error.
 
+mod leader;
 mod show;
 mod store;
 
@@ -29,6 +31,7 @@ Examples:
   locks --url redis+cluster://10.0.0.1:6379,10.0.0.2:6379 --prefix billing: list --json
   locks --url postgres://app@db.internal/app inspect reports:acme
   locks --url redis://127.0.0.1:6379 release reports:acme --reason \"job hung, ticket 4411\"
+  locks --url etcd://10.0.0.1:2379 leader scheduler --watch
 
 Exit codes: 0 done; 1 not held (or nothing released); 2 usage or connection error.
 Passwords in URLs are never printed. The URL may also come from LOCKS_URL.";
@@ -121,10 +124,31 @@ pass --yes.")]
         #[arg(long, short)]
         yes: bool,
     },
+
+    /// Show who leads an election (`LockManager::election`): its label,
+    /// term and lease; with --watch, every change until Ctrl-C.
+    #[command(after_help = "\
+Examples:
+  locks --url redis://127.0.0.1:6379 leader scheduler
+  locks --url postgres://app@db.internal/app leader scheduler --watch --json
+
+Exits 0 when somebody leads, 1 when nobody does. --watch prints who leads
+now, then a line per change: a new leader (its term is greater) or nobody.
+It is told of changes by the store (memcached: read every second).")]
+    Leader {
+        /// The election's name, without the prefix.
+        name: String,
+        /// Print {name, leader: {label, term, since_ms, remaining_ms} | null}.
+        #[arg(long)]
+        json: bool,
+        /// Print every change of leader until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 /// How a command ended, as its exit code says.
-enum Outcome {
+pub(crate) enum Outcome {
     Done,
     NotHeld,
 }
@@ -170,6 +194,7 @@ async fn run(cli: Cli) -> Result<Outcome, String> {
         Command::List { json } => list(&locks, json).await,
         Command::Inspect { name, json } => inspect(&locks, &name, json).await,
         Command::Release { name, reason, yes } => release(&locks, &name, &reason, yes).await,
+        Command::Leader { name, json, watch } => leader::leader(&locks, &name, json, watch).await,
     }
 }
 

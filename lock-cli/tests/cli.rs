@@ -271,6 +271,7 @@ fn every_help_text_explains_itself_with_an_example() {
         &["list", "--help"],
         &["inspect", "--help"],
         &["release", "--help"],
+        &["leader", "--help"],
     ] {
         let help = locks(args);
         assert_exit(&help, 0, &format!("{args:?}"));
@@ -298,4 +299,92 @@ async fn an_operator_lists_inspects_and_releases_locks_behind_sentinel() {
     };
     harness::say(&format!("locks CLI through Sentinel at {url}"));
     list_inspect_and_release(manager, &url).await;
+}
+
+/// An operator asks who leads an election, and watches the leader change:
+/// a resignation shows as nobody leading, the next leader with a greater
+/// term, each on a line of its own as it happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_who_leads_and_watches_it_change() {
+    use std::io::{BufRead as _, BufReader};
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let Some(manager) = harness::redis_manager().await else {
+        return;
+    };
+    let prefix = format!("cli-{:016x}:", rand::random::<u64>());
+    let locks = manager.with_prefix(prefix.clone());
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--url", &url, "--prefix", &prefix];
+        args.extend_from_slice(rest);
+        locks_run(&args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>())
+    };
+    let nobody = run(&["leader", "jobs"]);
+    assert_exit(&nobody, 1, "leader with nobody leading");
+    assert!(
+        text(&nobody.stdout).contains("jobs: nobody leads"),
+        "{}",
+        text(&nobody.stdout)
+    );
+
+    let election = locks.election("jobs", LONG).label("10.0.0.5:8080");
+    let first = election.campaign().await.expect("campaign");
+    let shown = run(&["leader", "jobs"]);
+    assert_exit(&shown, 0, "leader with a leader");
+    let stdout = text(&shown.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "jobs: led by 10.0.0.5:8080, term {}",
+            first.term()
+        )),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&["leader", "jobs", "--json"]).stdout).expect("JSON");
+    assert_eq!(json["leader"]["label"], "10.0.0.5:8080");
+    assert_eq!(json["leader"]["term"], first.term());
+
+    let mut watching = Command::new(env!("CARGO_BIN_EXE_locks"))
+        .args([
+            "--url", &url, "--prefix", &prefix, "leader", "jobs", "--watch", "--json",
+        ])
+        .env_remove("LOCKS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run locks leader --watch");
+    let (said, lines) = std::sync::mpsc::channel();
+    let stdout = watching.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else {
+                return;
+            };
+            if said.send(value).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || {
+        lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line per change")
+    };
+    assert_eq!(next()["leader"]["term"], first.term(), "who leads now");
+    let first_term = first.term();
+    first.resign().await.expect("resign");
+    assert_eq!(
+        next()["leader"],
+        serde_json::Value::Null,
+        "nobody, once it resigned"
+    );
+    let second = election.campaign().await.expect("campaign");
+    let seen = next();
+    assert_eq!(seen["leader"]["term"], second.term(), "the next leader");
+    assert!(second.term() > first_term, "with a greater term");
+    let _ = watching.kill();
+    let _ = watching.wait();
+    second.resign().await.expect("resign");
 }
