@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager, MemoryStore, RedisStore, registry};
 
+#[path = "locks/elections.rs"]
+mod elections;
 #[path = "locks/etcd.rs"]
 mod etcd;
 #[path = "locks/memcached.rs"]
@@ -202,6 +204,16 @@ fn main() {
             })
             .join()
             .expect("the replica-acks thread");
+            rows.extend(measured);
+        }
+        if wanted("elections") {
+            let measured = std::thread::spawn(|| {
+                let mut measured = Vec::new();
+                elections::failover(&mut measured);
+                measured
+            })
+            .join()
+            .expect("the elections thread");
             rows.extend(measured);
         }
         if wanted("redis-readers") {
