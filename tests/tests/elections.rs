@@ -12,6 +12,13 @@ mod redis_cluster {
     lock_test_kit::election_contract!(lock_tests::harness::cluster_manager());
 }
 
+/// Through Sentinel, every lease write acknowledged by the replica.
+mod redis_sentinel {
+    lock_test_kit::election_contract!(lock_tests::sentinel::sentinel_manager_with(
+        lock_core::RedisConfig::new().replica_acks(1, std::time::Duration::from_secs(1))
+    ));
+}
+
 mod postgres {
     lock_test_kit::election_contract!(lock_tests::postgres::postgres_manager());
 }

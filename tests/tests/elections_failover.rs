@@ -56,6 +56,11 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
             "a resignation is handed over at once, not by the TTL: {resign:?}"
         );
     }
+    let resign = run.median("resign").expect("resignations");
+    assert!(
+        resign < Duration::from_millis(50),
+        "the next leader within 50 ms of a resignation (median): {resign:?}"
+    );
     for kill in &run.takeovers["kill"] {
         assert!(
             *kill < ttl + Duration::from_secs(1),
