@@ -237,7 +237,7 @@ pub fn failovers(
     let written = std::fs::read_to_string(&writes).unwrap_or_default();
     let _ = std::fs::remove_file(&writes);
     let mut highest = 0;
-    for line in written.lines() {
+    for (n, line) in written.lines().enumerate() {
         let Some(term) = line
             .split_whitespace()
             .next()
@@ -248,6 +248,8 @@ pub fn failovers(
         run.writes += 1;
         if term < highest {
             run.violations += 1;
+            let around: Vec<&str> = written.lines().skip(n.saturating_sub(3)).take(6).collect();
+            eprintln!("a write of term {term} after term {highest}, line {n}: {around:?}");
         }
         highest = highest.max(term);
     }

@@ -76,12 +76,15 @@ async fn run(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("campaign: {}", e.chain()))?;
         let term = leadership.term();
         say(&format!("leading {term} {}", now_us()));
+        let line = format!("{term} {label}\n");
         let writing = async {
             loop {
                 // The naive resource: it takes every write. Only stopping
                 // at `lost()` keeps an old term's writes from landing after
-                // a newer term's.
-                let _ = writeln!(file, "{term} {label}");
+                // a newer term's. One `write` call per line: O_APPEND puts
+                // it whole after every write before it, and a process
+                // paused mid-line cannot split it.
+                let _ = file.write_all(line.as_bytes());
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         };
