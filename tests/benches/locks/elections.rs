@@ -13,6 +13,9 @@ use super::Row;
 const KUBERNETES_LEASE_MS: f64 = 15_000.0;
 const KUBERNETES_RETRY_MS: f64 = 2_000.0;
 
+/// A store to run on: its name, its URL, and the candidates' environment.
+type Store = (&'static str, String, Vec<(&'static str, &'static str)>);
+
 /// On each store at hand: three candidates, the leader resigned 4 times
 /// (the next leads when told) and killed 2 times (the next leads when the
 /// lease runs out), with a 15 s lease as Kubernetes'. Kubernetes' figures
@@ -21,7 +24,7 @@ const KUBERNETES_RETRY_MS: f64 = 2_000.0;
 /// crash the lease runs out 13 to 15 s after the last renewal, and the next
 /// try comes within a retry period after that (15 s on average).
 pub(super) fn failover(rows: &mut Vec<Row>) {
-    let mut stores: Vec<(&str, String, Vec<(&str, &str)>)> = Vec::new();
+    let mut stores: Vec<Store> = Vec::new();
     if let Some(url) = lock_tests::harness::redis_url() {
         stores.push(("redis", url, Vec::new()));
     }
