@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lock_core::{Election, Error, Leader, Leadership, LockManager, Observe};
+use lock_core::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
+use lock_core::{Election, Error, Holder, Leader, Leadership, LockManager, LockStore, Observe};
 
 use crate::ms;
 
@@ -329,6 +330,149 @@ pub async fn observers_see_each_leader_in_order(locks: LockManager) {
     );
 }
 
+/// An observer on another store handle (another process, as far as this
+/// process's own announcements go) is told of each change by the store,
+/// and reads the store only when told or when the leader's lease would
+/// have run out: not round after round while nothing changes.
+pub async fn an_observer_elsewhere_is_told_and_reads_only_when_told(locks: LockManager) {
+    if refused_without_fencing(&locks, "told").await.is_none() {
+        return;
+    }
+    if !locks.store().is_shared() {
+        // Per-process: no other handle to tell.
+        return;
+    }
+    let counted = Counted::new(Arc::clone(locks.store()));
+    let reads = Arc::clone(&counted.reads);
+    let elsewhere = LockManager::new(counted).with_prefix(locks.prefix());
+    let ttl = ms(&locks, 300);
+    let election = locks.election("told", ttl).label("here");
+    let mut observe = elsewhere.election("told", ttl).observe();
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "nobody leads at first"
+    );
+    let leading = campaign(&election).await;
+    let seen = next_change(&mut observe)
+        .await
+        .expect("told of the new leader");
+    assert_eq!((seen.label(), seen.term()), ("here", leading.term()));
+    // Three TTLs of one leader renewing itself: nothing to report, and
+    // the store read about once per lease at most.
+    let before = reads.load(Ordering::SeqCst);
+    let quiet = tokio::time::timeout(ttl * 3, observe.next_change()).await;
+    assert!(
+        quiet.is_err(),
+        "no change while one leader renews: {quiet:?}"
+    );
+    let read = reads.load(Ordering::SeqCst) - before;
+    assert!(
+        read <= 10,
+        "the observer read the store {read} times in three TTLs of one leader"
+    );
+    let term = leading.term();
+    leading.resign().await.expect("resign");
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "told of the resignation"
+    );
+    let next = campaign(&election).await;
+    let seen = next_change(&mut observe)
+        .await
+        .expect("told of the next leader");
+    assert!(
+        seen.term() > term,
+        "a greater term: {} after {term}",
+        seen.term()
+    );
+    next.resign().await.expect("resign");
+}
+
+/// A store that counts the holder reads reaching it, and is otherwise the
+/// store it wraps, fencing and announcements included.
+struct Counted {
+    inner: Arc<dyn LockStore>,
+    reads: Arc<AtomicU32>,
+}
+
+impl Counted {
+    fn new(inner: Arc<dyn LockStore>) -> Counted {
+        Counted {
+            inner,
+            reads: Arc::default(),
+        }
+    }
+}
+
+impl LockStore for Counted {
+    fn acquire<'a>(
+        &'a self,
+        request: AcquireRequest<'a>,
+    ) -> BoxFuture<'a, lock_core::Result<Attempt>> {
+        self.inner.acquire(request)
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+    ) -> BoxFuture<'a, lock_core::Result<bool>> {
+        self.inner.release(key, token)
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, lock_core::Result<bool>> {
+        self.inner.extend(key, token, ttl)
+    }
+
+    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, lock_core::Result<bool>> {
+        self.inner.force_release(key)
+    }
+
+    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, lock_core::Result<Option<Holder>>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.holder(key)
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn is_shared(&self) -> bool {
+        self.inner.is_shared()
+    }
+
+    fn max_ttl(&self) -> Duration {
+        self.inner.max_ttl()
+    }
+
+    fn min_ttl(&self) -> Duration {
+        self.inner.min_ttl()
+    }
+
+    fn ttl_resolution(&self) -> Duration {
+        self.inner.ttl_resolution()
+    }
+
+    fn clock_margin(&self, ttl: Duration) -> Duration {
+        self.inner.clock_margin(ttl)
+    }
+
+    fn fencing(&self) -> bool {
+        self.inner.fencing()
+    }
+
+    fn observe(&self, key: &str) -> Option<Wakeup> {
+        self.inner.observe(key)
+    }
+}
+
 /// The observer's next change, within the hang guard.
 async fn next_change(observe: &mut Observe) -> Option<Leader> {
     tokio::time::timeout(HANG_GUARD, observe.next_change())
@@ -411,6 +555,7 @@ macro_rules! election_contract {
             lost_resolves_when_the_lease_is_taken_away,
             lead_drops_the_work_on_loss_and_leads_again,
             observers_see_each_leader_in_order,
+            an_observer_elsewhere_is_told_and_reads_only_when_told,
             a_cancelled_campaign_leaves_nothing_behind,
             terms_grow_and_bad_labels_are_refused,
         );

@@ -104,7 +104,9 @@ struct Until {
 }
 
 impl Until {
-    async fn wait(self) {
+    /// Waits, and hands back the signals: they stay registered until the
+    /// next ones are (see [`Observer::next`]).
+    async fn wait(self) -> Vec<Wakeup> {
         let Until { mut signals, at } = self;
         let sleep = async {
             match at {
@@ -124,6 +126,7 @@ impl Until {
             () = signal => {}
             () = sleep => {}
         }
+        signals
     }
 }
 
@@ -132,9 +135,14 @@ impl Observer {
     async fn next(mut self) -> (Observer, Option<Leader>) {
         let mut backoff = campaign_backoff();
         loop {
-            if let Some(until) = self.until.take() {
-                until.wait().await;
-            }
+            // The last wait's signals stay registered until this round's
+            // are: a store that listens per key (Redis) would otherwise
+            // stop listening and start again, and starting wakes every
+            // observer of the key to read again, round after round.
+            let previous = match self.until.take() {
+                Some(until) => until.wait().await,
+                None => Vec::new(),
+            };
             // Registered before the read: a change the store announces
             // after it wakes the next wait.
             let mut signals = vec![Wakeup::new(LOCAL.observe(&self.local))];
@@ -145,6 +153,7 @@ impl Observer {
                 }
                 None => !self.store.is_shared(),
             };
+            drop(previous);
             let leader = match self.store.holder(&self.key).await {
                 Ok(holder) => holder.as_ref().and_then(Leader::of),
                 Err(error) => {
