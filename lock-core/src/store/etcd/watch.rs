@@ -307,10 +307,13 @@ impl Task {
                 continue;
             };
             if event.event_type() != EventType::Delete {
-                // A new writer: an election's new leader, for observers
+                // A new writer (the key created, not put again by a
+                // renewal): an election's new leader, for observers
                 // (waiters wait for deletes).
                 if let Stored::Writer(key) = keys::parse(stored) {
-                    self.waiters.changed(key);
+                    if kv.create_revision() == kv.mod_revision() {
+                        self.waiters.changed(key);
+                    }
                 }
                 continue;
             }
