@@ -283,9 +283,11 @@ fn held(row: &tokio_postgres::Row) -> std::result::Result<Holder, tokio_postgres
 
 /// What a notification about `key` carries: the name. Waiters know the
 /// name, not its row name: a name kept as a hash (or too long to send) is
-/// sent as nothing, which wakes every waiter of each process instead.
+/// sent as nothing, which wakes every waiter of each process instead. So
+/// is a name starting with `+`, which would read as the announcement of a
+/// new holder (`+` and the name) of the name after it.
 fn payload_of(key: &str) -> &str {
-    if names::is_raw(key) && key.len() < MAX_PAYLOAD {
+    if names::is_raw(key) && key.len() < MAX_PAYLOAD && !key.starts_with('+') {
         key
     } else {
         ""
@@ -309,15 +311,19 @@ impl LockStore for PostgresStore {
             let holder = kit::owner_of(request.token);
             let stored = names::stored(request.key);
             let fenced = request.fenced && !request.read;
-            // A fenced lease's new holder is announced to observers: `+`
-            // and the name (see `free` for names that cannot be sent).
+            // An election's new leader is announced to observers: `+` and
+            // the name (see `payload_of` for names that cannot be sent).
+            // No channel, no announcement: other fenced leases.
             let announced = format!("+{}", payload_of(request.key));
+            let channel = request
+                .announce
+                .then_some(self.shared.config.channel.as_str());
             let params: [(&(dyn ToSql + Sync), Type); 6] = [
                 (&&*stored, Type::TEXT),
                 (&request.token, Type::TEXT),
                 (&holder, Type::TEXT),
                 (&micros(request.ttl), Type::INT8),
-                (&self.shared.config.channel, Type::TEXT),
+                (&channel, Type::TEXT),
                 (&announced, Type::TEXT),
             ];
             let rows = self
@@ -478,5 +484,19 @@ impl fmt::Debug for PostgresStore {
             .field("timeout", &self.shared.config.timeout)
             .field("waited_keys", &self.shared.waiters.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload_of;
+
+    #[test]
+    fn a_name_that_starts_with_a_plus_is_never_sent_as_one() {
+        // `+` and a name announce that name's new holder: a release of
+        // `+w` sent as `+w` would wake the observers of `w` and none of
+        // its own waiters, who would sleep on until its holder's TTL.
+        assert_eq!(payload_of("lock:w"), "lock:w");
+        assert_eq!(payload_of("+w"), "", "sent as nothing: every waiter wakes");
     }
 }

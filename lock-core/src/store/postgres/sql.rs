@@ -188,7 +188,7 @@ fence AS (
     INSERT INTO {fences} AS f (name, fence)
     SELECT $1, 1 FROM lease WHERE lease.acquired
     ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1
-    RETURNING f.fence, pg_notify($5, $6) IS NULL)"
+    RETURNING f.fence, CASE WHEN $5::text IS NOT NULL THEN pg_notify($5, $6) IS NULL END)"
             ),
             "(SELECT fence.fence FROM fence)",
         )
