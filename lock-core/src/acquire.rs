@@ -68,16 +68,17 @@ impl Target {
 /// Takes the lock `target`, the first attempt sent at `started` (just read
 /// from the clock), its guard labelled `labels`.
 pub(crate) async fn acquire(target: &Target, labels: Labels, started: Instant) -> Result<Outcome> {
-    acquire_as(target, labels, started, token::new_token()).await
+    acquire_as(target, labels, started, token::new_token(), false).await
 }
 
-/// [`acquire`] under `token`, made by the caller: an election candidate's
-/// carries its label.
+/// [`acquire`] under `token`, made by the caller (an election candidate's
+/// carries its label), announced to observers when `announce` is set.
 pub(crate) async fn acquire_as(
     target: &Target,
     labels: Labels,
     started: Instant,
     token: Arc<str>,
+    announce: bool,
 ) -> Result<Outcome> {
     // One key per permit; a plain lock (one permit) is its own key.
     let permits: Vec<Arc<str>>;
@@ -90,6 +91,7 @@ pub(crate) async fn acquire_as(
         std::slice::from_ref(&target.key)
     };
     let mut rounds = Rounds::new(target, slots, &token, started);
+    rounds.attempts.request.announce = announce;
     let mut step = Step::Attempt;
     let grant = loop {
         step = match step {

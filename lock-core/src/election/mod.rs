@@ -102,9 +102,13 @@ impl LockManager {
     /// name, renewed every `ttl / 3` while it leads.
     ///
     /// The TTL bounds how long a leader that died unannounced (killed, cut
-    /// off) keeps the others waiting; a leader that resigns, or whose
-    /// process ends normally, hands over at once. The name shares the
-    /// namespace of locks: `locks inspect NAME` shows the leader's lease.
+    /// off) keeps the others waiting; a leader that resigns hands over at
+    /// once. A process about to exit should [`resign`](Leadership::resign)
+    /// (or let [`lead`](Election::lead)'s work return) before its runtime
+    /// stops: a dropped leadership is given back by a background task,
+    /// which a runtime shutting down may never run, and the next leader
+    /// then waits out the TTL. The name shares the namespace of locks:
+    /// `locks inspect NAME` shows the leader's lease.
     pub fn election(&self, name: impl AsRef<str>, ttl: Duration) -> Election {
         Election {
             lock: self
@@ -179,7 +183,7 @@ impl Election {
                 .unwrap_or_default()
                 .as_millis();
             let token = token::new_token_described(&leader::described(&self.label, since));
-            match acquire::acquire_as(target, labels, Instant::now(), token).await? {
+            match acquire::acquire_as(target, labels, Instant::now(), token, true).await? {
                 Outcome::Acquired(guard) => {
                     let started = Leadership::start(target.clone(), guard)?;
                     announce(&**store, target.key.as_ref());

@@ -38,6 +38,12 @@ pub struct AcquireRequest<'a> {
     /// among any number of readers, and by no writer. Only set when
     /// [`LockStore::read_mode`](super::LockStore::read_mode) is true.
     pub read: bool,
+    /// Whether the caller is an election's candidate (with
+    /// [`fenced`](AcquireRequest::fenced) set): a store that announces
+    /// changes ([`LockStore::observe`](super::LockStore::observe)) announces
+    /// this lease's holder when it is taken and when it is released, and
+    /// may skip that for every other lease.
+    pub announce: bool,
     /// What only an in-process store (memory) reads: the key shared, and
     /// leave to hand the lease straight over. The default, as every request
     /// built outside this crate carries, asks for neither.
@@ -63,6 +69,7 @@ impl<'a> AcquireRequest<'a> {
             wake: false,
             fenced: false,
             read: false,
+            announce: false,
             local: Local::default(),
         }
     }
@@ -82,6 +89,13 @@ impl<'a> AcquireRequest<'a> {
     /// The same request, for a reader (see [`read`](AcquireRequest::read)).
     pub fn reading(mut self) -> Self {
         self.read = true;
+        self
+    }
+
+    /// The same request, from an election's candidate (see
+    /// [`announce`](AcquireRequest::announce)).
+    pub fn announcing(mut self) -> Self {
+        self.announce = true;
         self
     }
 }

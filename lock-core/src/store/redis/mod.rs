@@ -104,7 +104,10 @@ use crate::{Holder, Result};
 /// `{lock:reports:acme}`, and the marker "somebody waits for it" in
 /// `{lock:reports:acme}:waiters`; a fenced lock's counter (the last token
 /// handed out) lives in `{lock:reports:acme}:fence`, which never expires
-/// (one small key per fenced name). The braces make the whole store key the
+/// (one small key per fenced name), and an election's leader is named in
+/// `{lock:reports:acme}:elected` (the token its term was handed to, so the
+/// holder read gives the leader's term and nobody else's; it never
+/// expires either, one per election). The braces make the whole store key the
 /// [hash tag], so both keys of one script are always in one cluster slot
 /// (no `CROSSSLOT`), while different lock names spread across slots. A `}`
 /// inside a name would end the tag early, so `%` and `}` in the store key are

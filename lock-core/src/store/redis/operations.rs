@@ -241,6 +241,7 @@ impl Shared {
             .arg(WAITERS_MARGIN_MS);
         if !request.read {
             call.arg(if request.fenced { "1" } else { "0" });
+            call.arg(if request.announce { "1" } else { "0" });
         }
         let ((acquired, detail), acked): ((i64, i64), _) = self
             .invoke_write("acquire", request.key, script, &call, deadline)

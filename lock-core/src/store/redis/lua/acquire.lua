@@ -3,7 +3,8 @@
 --       sorted set of waiting writers' tokens, scored with when each claim
 --       ends, in ms on the server's clock).
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms,
---       "1" when the caller wants a fencing token.
+--       "1" when the caller wants a fencing token, "1" when it is an
+--       election's candidate (announced to observers).
 -- PUBLISH and CHANNEL come from the store's prologue, as in release.lua.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
 --         {0, remaining ms} when held.
@@ -59,10 +60,15 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('ZREM', KEYS[4], ARGV[1])
   if ARGV[5] == '1' then
     local fence = next_fence(KEYS[3])
-    -- A fenced lease's new holder is announced, `+` before its key, for
-    -- whoever observes the name (an election's observers); waiters take
-    -- no notice. PUBLISH and CHANNEL come from the store's prologue.
-    redis.call(PUBLISH, KEYS[1] .. CHANNEL, '+' .. KEYS[1])
+    if ARGV[6] == '1' then
+      -- An election's new leader: `{...}:elected` names the holder whose
+      -- term the counter is (holder.lua), and says the name's releases
+      -- are announced (release.lua). It is announced, `+` before its key,
+      -- to whoever observes the name; waiters take no notice. PUBLISH and
+      -- CHANNEL come from the store's prologue.
+      redis.call('SET', KEYS[1] .. ':elected', ARGV[1])
+      redis.call(PUBLISH, KEYS[1] .. CHANNEL, '+' .. KEYS[1])
+    end
     return {1, fence}
   end
   return {1, 0}

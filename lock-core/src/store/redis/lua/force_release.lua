@@ -8,7 +8,7 @@ redis.call('DEL', KEYS[3], KEYS[4])
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
-if redis.call('EXISTS', KEYS[2], KEYS[1] .. ':fence') > 0 then
+if redis.call('EXISTS', KEYS[2], KEYS[1] .. ':elected') > 0 then
   redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
 end
 return 1

@@ -1,10 +1,9 @@
 -- Holder: who holds the lease, and for how much longer, read together.
 -- KEYS: lease, readers.
 -- Returns nil when free; {0, token, remaining ms} for a writer (remaining
--- is -1 for a value without expiry), {2, token, remaining ms, fence} for a
--- writer of a fenced name (the last fencing token handed out: the
--- writer's own when the name is only ever taken fenced, as an election's
--- is); {1, token, remaining ms, token,
+-- is -1 for a value without expiry), {2, token, remaining ms, fence} for
+-- an election's leader (the writer `{...}:elected` names, see acquire.lua:
+-- the name's last fencing token is its own); {1, token, remaining ms, token,
 -- remaining ms, ...} for the live readers of the read side, the one whose
 -- lease ends first first.
 local token = redis.call('GET', KEYS[1])
@@ -12,9 +11,11 @@ if not token then
   return false
 end
 if token ~= '#readers' then
-  local fence = redis.call('GET', KEYS[1] .. ':fence')
-  if fence then
-    return {2, token, redis.call('PTTL', KEYS[1]), fence}
+  if redis.call('GET', KEYS[1] .. ':elected') == token then
+    local fence = redis.call('GET', KEYS[1] .. ':fence')
+    if fence then
+      return {2, token, redis.call('PTTL', KEYS[1]), fence}
+    end
   end
   return {0, token, redis.call('PTTL', KEYS[1])}
 end

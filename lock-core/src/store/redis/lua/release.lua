@@ -20,10 +20,10 @@ if value == ARGV[1] then
   -- SET NX left its claim (acquire.lua): readers need not wait for it any
   -- more. Other writers' claims stand.
   redis.call('ZREM', KEYS[1] .. ':writer-waits', ARGV[1])
-  -- Announced when someone waits, and always for a fenced name (its
-  -- counter exists): an election's observers wait for no lease of their
-  -- own. One EXISTS for both keys, in the lease's slot.
-  if redis.call('EXISTS', KEYS[2], KEYS[1] .. ':fence') > 0 then
+  -- Announced when someone waits, and always for an election's name
+  -- (see acquire.lua): its observers wait for no lease of their own. One
+  -- EXISTS for both keys, in the lease's slot.
+  if redis.call('EXISTS', KEYS[2], KEYS[1] .. ':elected') > 0 then
     redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
   end
   return 1
