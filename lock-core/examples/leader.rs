@@ -13,7 +13,8 @@
 //!
 //! With `LOCK_URL` set to a shared store it runs one instance per process
 //! instead, until stopped: start it in several terminals, stop the leader
-//! with Ctrl-C (a standby takes over at once) or `kill -9` (after the TTL).
+//! with Ctrl-C (it resigns: a standby takes over at once) or `kill -9`
+//! (a standby takes over when the 5 s lease runs out).
 //!
 //! ```sh
 //! LOCK_URL=redis://127.0.0.1:6379 cargo run -p lock-core --features redis --example leader
@@ -54,13 +55,7 @@ async fn main() -> Result<(), Error> {
         let name = format!("pid {}", std::process::id());
         let election = locks.election("periodic-job", TTL).label(&name);
         observe(election.clone());
-        return tokio::select! {
-            outcome = instance(election, name) => outcome,
-            _ = tokio::signal::ctrl_c() => {
-                println!("stopping: leadership, if held, is handed over");
-                Ok(())
-            }
-        };
+        return until_interrupted(election, name).await;
     }
 
     let locks = LockManager::memory();
@@ -87,6 +82,37 @@ async fn main() -> Result<(), Error> {
         instance.abort();
     }
     Ok(())
+}
+
+/// One instance per process, until Ctrl-C: campaigns, runs the job while
+/// it leads, and on Ctrl-C resigns before the process exits, so a standby
+/// takes over at once rather than after the TTL. (Dropping a leadership
+/// hands over too, but in a background task that a runtime shutting down
+/// may never run.)
+async fn until_interrupted(election: Election, name: String) -> Result<(), Error> {
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let leadership = tokio::select! {
+            leadership = election.campaign() => leadership?,
+            _ = &mut interrupted => return Ok(()),
+        };
+        println!("{name}: leading, term {}", leadership.term());
+        let mut tick = tokio::time::interval(Duration::from_millis(300));
+        loop {
+            tokio::select! {
+                biased;
+                () = leadership.lost() => break,
+                _ = &mut interrupted => {
+                    println!("{name}: stopping; handing over");
+                    leadership.resign().await?;
+                    return Ok(());
+                }
+                _ = tick.tick() => println!("{name}: runs the job (term {})", leadership.term()),
+            }
+        }
+        println!("{name}: lost leadership; campaigning again");
+    }
 }
 
 /// Prints every change of leader, as any instance (or a dashboard) can.

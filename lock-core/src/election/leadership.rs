@@ -23,7 +23,9 @@ type Resign = oneshot::Sender<Result<bool>>;
 /// Returned by [`Election::campaign`](crate::Election::campaign). While it
 /// lives, a task renews the lease every `ttl / 3`. Leadership ends when it
 /// is [resigned](Leadership::resign) or dropped (the lease is given back at
-/// once, and the next candidate leads within a round trip or two), or when
+/// once, and the next candidate leads within a round trip or two; after a
+/// drop, by a background task: before the process exits, resign instead,
+/// or a runtime shutting down may leave the lease to its TTL), or when
 /// it is lost: a renewal finds the lease gone, or the lease's local
 /// deadline passes unrenewed (a store that stopped answering, a process
 /// paused past its TTL). [`lost`](Leadership::lost) resolves then, before
