@@ -209,11 +209,25 @@ impl Lease {
                 return;
             }
             // Woken by a loss, or by a renewal moving the deadline (then
-            // look again), or by the deadline itself.
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep_until(self.deadline()) => {}
-            }
+            // look again), or by the deadline itself. The clock is read on
+            // every poll, before the timer: a process resumed after a
+            // pause (SIGSTOP, a stalled VM) can be polled before the timer
+            // driver has fired the deadline's timer (on a multi-threaded
+            // runtime, another timer's waker runs the task while the driver
+            // is still firing the rest), and the work must not run on then.
+            let deadline = self.deadline();
+            let mut sleep = std::pin::pin!(tokio::time::sleep_until(deadline));
+            std::future::poll_fn(|cx| {
+                if Instant::now() >= deadline
+                    || notified.as_mut().poll(cx).is_ready()
+                    || sleep.as_mut().poll(cx).is_ready()
+                {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
         }
     }
 
@@ -257,4 +271,52 @@ fn far_future() -> Instant {
     let now = Instant::now();
     now.checked_add(Duration::from_secs(100 * 365 * 24 * 60 * 60))
         .unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::MemoryStore;
+
+    #[test]
+    fn lost_reads_the_clock_before_the_timer_has_fired() {
+        // A process resumed after a pause (SIGSTOP, a stalled VM) may poll
+        // the work before the timer driver has fired the lease's deadline:
+        // on a multi-threaded runtime one timer's waker can run the task
+        // while the driver is still firing the others. `lost()` must go by
+        // the clock then, or the work writes once more after its lease
+        // could be someone else's. Here the driver never runs at all: the
+        // runtime's thread is blocked past the deadline.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let _entered = runtime.enter();
+        let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+        let key: Arc<str> = Arc::from("k");
+        let lease = Lease::new(
+            Arc::clone(&key),
+            LockId::new(&store, &key),
+            Arc::from("token"),
+            None,
+            false,
+            Instant::now() + Duration::from_millis(20),
+        );
+        let mut lost = pin!(lease.lost());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            lost.as_mut().poll(&mut cx).is_pending(),
+            "held until the deadline"
+        );
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(
+            lost.as_mut().poll(&mut cx),
+            Poll::Ready(()),
+            "past the deadline by the clock: lost, whatever the timer says"
+        );
+    }
 }
