@@ -39,10 +39,22 @@ where
         // work; otherwise the lease's own deadline is all there is to know,
         // and `Lease::lost` waits for it by itself.
         let watched = options.renew || options.on_lost == OnLost::Cancel;
+        let cancel = options.on_lost == OnLost::Cancel;
         let finished = if watched {
+            // Under `Cancel`, the clock is read before each step of the
+            // work: a process resumed after a pause past the deadline may
+            // be polled before the timer driver has fired the watcher's
+            // timer, and the work must not take that step.
+            let step = std::future::poll_fn(|cx| {
+                if cancel && lease.is_lost() {
+                    lease.mark_lost();
+                    return std::task::Poll::Ready(None);
+                }
+                work.as_mut().poll(cx).map(Some)
+            });
             tokio::select! {
                 biased;
-                outcome = &mut work => Some(outcome),
+                outcome = step => outcome,
                 () = watch(lock, &guard, &lease) => None,
             }
         } else {
@@ -162,4 +174,52 @@ fn log_lost_and_continued(key: &str, guard: &LockGuard) {
         held_ms = guard.held_for().as_millis() as u64,
         "lock lease lost while the work runs on; another holder may run alongside it"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use crate::{Error, LockManager, OnLost};
+
+    #[test]
+    fn work_past_its_deadline_is_not_polled_again_under_cancel() {
+        // A process paused past its lease's deadline (SIGSTOP, a stalled
+        // VM) resumes with the work ready to go on. Under `OnLost::Cancel`
+        // the work must be dropped before it takes another step, even if
+        // the timer driver has not yet fired the deadline's timer. Here
+        // the work itself blocks the runtime's one thread past the
+        // deadline, so no timer fires before the work is polled again.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let stepped_on = Arc::new(AtomicBool::new(false));
+        let outcome = runtime.block_on({
+            let stepped_on = Arc::clone(&stepped_on);
+            async move {
+                let locks = LockManager::memory();
+                locks
+                    .lock("paused", Duration::from_millis(30))
+                    .on_lost(OnLost::Cancel)
+                    .run(async move {
+                        std::thread::sleep(Duration::from_millis(60));
+                        tokio::task::yield_now().await;
+                        stepped_on.store(true, Ordering::SeqCst);
+                        Ok::<_, Error>(())
+                    })
+                    .await
+            }
+        });
+        assert!(
+            matches!(outcome, Err(Error::LeaseLost { .. })),
+            "the lease was lost: {outcome:?}"
+        );
+        assert!(
+            !stepped_on.load(Ordering::SeqCst),
+            "the work took a step after its lease's deadline"
+        );
+    }
 }
