@@ -236,3 +236,17 @@ pub fn read_write_across_processes(
     let _ = std::fs::remove_dir_all(&dir);
     run
 }
+
+/// The manager a child process works through: over the store `url` names
+/// (`lock_core::connect`'s schemes), under `prefix`, the PostgreSQL table
+/// in the schema `LOCK_CHILD_PG_SCHEMA` names when it is set.
+pub async fn manager(url: &str, prefix: &str) -> Result<lock_core::LockManager, String> {
+    let mut options = lock_core::ConnectOptions::new();
+    if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
+        options = options.postgres(lock_core::PostgresConfig::new().schema(schema));
+    }
+    let locks = lock_core::connect_with(url, options)
+        .await
+        .map_err(|e| format!("connect: {}", e.chain()))?;
+    Ok(locks.with_prefix(prefix))
+}

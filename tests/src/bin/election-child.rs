@@ -26,7 +26,7 @@
 use std::io::{BufRead, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{ConnectOptions, LockManager, PostgresConfig};
+use lock_tests::children::manager;
 use lock_tests::harness::say;
 use tokio::sync::mpsc;
 
@@ -123,16 +123,4 @@ fn now_us() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_micros()
-}
-
-/// The manager over the store `url` names, under `prefix`.
-async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let mut options = ConnectOptions::new();
-    if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
-        options = options.postgres(PostgresConfig::new().schema(schema));
-    }
-    let locks = lock_core::connect_with(url, options)
-        .await
-        .map_err(|e| format!("connect: {}", e.chain()))?;
-    Ok(locks.with_prefix(prefix))
 }

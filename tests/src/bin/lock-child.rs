@@ -58,7 +58,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_core::{ConnectOptions, LockManager, PostgresConfig, locked, registry};
+use lock_core::{LockManager, locked, registry};
+use lock_tests::children::manager;
 use lock_tests::harness::say;
 use redis::AsyncCommands;
 
@@ -178,19 +179,6 @@ async fn run(args: &[String]) -> Result<String, String> {
         [mode, timestamp_file] if mode == "clock" => clock(timestamp_file).await,
         _ => Err(format!("unknown arguments {args:?}; see the file's docs")),
     }
-}
-
-/// The manager over the store `url` names (`lock_core::connect`'s schemes),
-/// under `prefix`.
-async fn manager(url: &str, prefix: &str) -> Result<LockManager, String> {
-    let mut options = ConnectOptions::new();
-    if let Ok(schema) = std::env::var("LOCK_CHILD_PG_SCHEMA") {
-        options = options.postgres(PostgresConfig::new().schema(schema));
-    }
-    let locks = lock_core::connect_with(url, options)
-        .await
-        .map_err(|e| format!("connect: {}", e.chain()))?;
-    Ok(locks.with_prefix(prefix))
 }
 
 /// Takes the fenced lock `count` times in a row, appending each token to
