@@ -134,6 +134,7 @@ pub use lock_macros::locked;
 pub use manager::{DEFAULT_PREFIX, LockManager};
 pub use options::{LockOptions, OnContended, OnLost};
 pub use store::LockStore;
+pub use store::kit::Tls;
 // MemoryStore, and each store its feature builds (RedisStore, RedisConfig...).
 pub use store::builtin::*;
 

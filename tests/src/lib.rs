@@ -2,6 +2,7 @@
 //! (started or found), fault injection and log capture. The store contract,
 //! lifecycle and cancellation suites are the published `lock-test-kit`.
 
+pub mod certs;
 pub mod chaos;
 pub mod children;
 pub mod elections;

@@ -10,6 +10,8 @@ use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::Duration;
 
+use crate::store::kit::Tls;
+
 /// What [`connect_with`](crate::connect_with) sets up the store with,
 /// whichever store the URL names: one time bound for every call, and each
 /// store's own configuration.
@@ -36,6 +38,7 @@ use std::time::Duration;
 #[must_use = "ConnectOptions do nothing until passed to lock_core::connect_with"]
 pub struct ConnectOptions {
     timeout: Option<Duration>,
+    tls: Option<Tls>,
     /// Each store's configuration, at most one of each type, as given.
     stores: Vec<Config>,
 }
@@ -91,6 +94,26 @@ impl ConnectOptions {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// The CA and client certificate for the store's TLS connections,
+    /// whichever store the URL names (for PostgreSQL when its `sslmode`
+    /// asks for TLS, for etcd over `https://`, for memcached over
+    /// `memcaches://`). It wins over the `tls` of any store configuration
+    /// given here, as [`timeout`](ConnectOptions::timeout) does; the URL's
+    /// own `sslrootcert`, `sslcert` and `sslkey` win over it.
+    pub fn tls(mut self, tls: Tls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The [`tls`](ConnectOptions::tls) given, if any.
+    #[cfg_attr(
+        not(any(feature = "memcached", feature = "postgres", feature = "etcd")),
+        allow(dead_code)
+    )]
+    pub(crate) fn tls_given(&self) -> Option<&Tls> {
+        self.tls.as_ref()
     }
 
     /// The same options with `config` as its store's configuration, in

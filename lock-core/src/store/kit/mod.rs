@@ -15,6 +15,8 @@
 //! - [`Backoff`]: the growing pause between reconnect attempts, grown
 //!   whether the last connection failed or came up and dropped at once.
 //! - [`Background`]: a store's listener and watch tasks, aborted with it.
+//! - [`Tls`]: the CA and client certificate of a store's TLS connections,
+//!   given the same way (and with the same URL words) to every store.
 //! - [`check_lease`] ([`check_key`] and [`validate_ttl`]), [`store_ttl`],
 //!   [`MAX_TTL`]: the checks on a request's key and TTL, with the
 //!   runtime's messages and rounding.
@@ -77,6 +79,7 @@ mod backoff;
 mod checks;
 mod deadline;
 mod tasks;
+mod tls;
 mod url;
 mod waiters;
 
@@ -84,6 +87,11 @@ pub use self::backoff::Backoff;
 pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl};
 pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::tasks::Background;
+pub use self::tls::Tls;
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+pub(crate) use self::tls::{Verify, client_config};
+#[allow(unused_imports)]
+pub(crate) use self::tls::{WORDS as TLS_WORDS, hint as tls_hint, take_words};
 pub use self::url::{invalid_url, percent_decode, redacted, scheme, scrub, secrets};
 pub use self::waiters::{Interest, Waiters, Watch};
 

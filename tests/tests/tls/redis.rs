@@ -1,73 +1,11 @@
 //! The Redis store over TLS (`rediss://`, feature `redis-tls`), against a
 //! redis-server this test starts with a certificate it makes.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use lock_core::{LockManager, RedisConfig, RedisStore};
+use lock_tests::certs::Certificates;
 use lock_tests::harness::{self, RedisServer};
-
-/// Makes a CA and a server certificate for 127.0.0.1 in `dir`; returns the
-/// CA certificate in PEM.
-fn certificates(dir: &Path) -> Vec<u8> {
-    let run = |args: &[&str]| {
-        let status = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("run openssl");
-        assert!(status.success(), "openssl {args:?} failed");
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=lock-core test CA",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-    ]);
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("san.ext");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "server.crt",
-    ]);
-    std::fs::read(dir.join("ca.crt")).expect("ca.crt")
-}
 
 /// Leases must work the same over an encrypted connection, release
 /// notifications included (the subscription runs over TLS too), and the
@@ -78,12 +16,14 @@ async fn leases_and_wakeups_work_over_tls() {
         harness::unavailable::<()>("the TLS test", "redis-server is not on PATH");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("lock-tls-{:016x}", rand::random::<u64>()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let ca = certificates(&dir);
+    let certs = Certificates::make().expect("certificates");
+    let ca = std::fs::read(&certs.ca).expect("the CA");
     let tls_port = harness::free_port().expect("a free port").to_string();
-    let file = |name: &str| dir.join(name).display().to_string();
-    let (cert, key, ca_file) = (file("server.crt"), file("server.key"), file("ca.crt"));
+    let (cert, key, ca_file) = (
+        Certificates::text(&certs.server_cert),
+        Certificates::text(&certs.server_key),
+        Certificates::text(&certs.ca),
+    );
     let server = RedisServer::start_with(&[
         "--tls-port",
         &tls_port,
@@ -138,5 +78,4 @@ async fn leases_and_wakeups_work_over_tls() {
     assert!(refused.is_err(), "an unknown CA is refused");
 
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

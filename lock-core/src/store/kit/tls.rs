@@ -1,0 +1,562 @@
+//! [`Tls`]: the certificates a store's TLS connections use, given the same
+//! way to every store: a configuration method (`PostgresConfig::tls`,
+//! `EtcdConfig::tls`, `MemcachedConfig::tls`,
+//! [`ConnectOptions::tls`](crate::ConnectOptions::tls)) or the URL's
+//! `sslrootcert`, `sslcert` and `sslkey` (libpq's words, for every store).
+//!
+//! With a TLS feature, the rustls client configuration is built here too:
+//! one provider (ring), the webpki roots when no CA is given, and the three
+//! levels of checking PostgreSQL's `sslmode` names.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::url::percent_decode;
+
+/// The URL query words that give a [`Tls`]: the CA's file, the client
+/// certificate's file and its key's file.
+pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
+
+/// The certificates for a store's TLS connections: the CA that vouches for
+/// the server and, when the server asks for one, the client's certificate
+/// and key. Each is PEM, from a file or given in memory.
+///
+/// Without a CA, the server's certificate must chain to a public CA (the
+/// webpki roots, Mozilla's list). The scheme or the URL's `sslmode` says
+/// whether TLS is used at all; `Tls` only says with which certificates.
+///
+/// Every store takes the same settings: in its URL, as the query words
+/// `sslrootcert=PATH`, `sslcert=PATH` and `sslkey=PATH` (libpq's names), or
+/// through its configuration's `tls` method or
+/// [`ConnectOptions::tls`](crate::ConnectOptions::tls). Words in the URL
+/// win over a configuration's.
+///
+/// ```
+/// use lock_core::Tls;
+///
+/// let tls = Tls::new()
+///     .ca_file("/etc/locks/ca.pem")
+///     .client_cert_file("/etc/locks/client.pem", "/etc/locks/client.key");
+/// // Debug shows where the certificates come from, never a key's bytes.
+/// assert!(format!("{tls:?}").contains("client.key"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+#[must_use = "a Tls does nothing until given to a store's configuration"]
+pub struct Tls {
+    ca: Option<Pem>,
+    identity: Option<(Pem, Pem)>,
+}
+
+/// Where one PEM document comes from.
+#[derive(Clone, PartialEq, Eq)]
+enum Pem {
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+impl fmt::Debug for Pem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pem::File(path) => write!(f, "{}", path.display()),
+            Pem::Bytes(bytes) => write!(f, "({} bytes of PEM)", bytes.len()),
+        }
+    }
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca)
+            .field("client_cert", &self.identity.as_ref().map(|(cert, _)| cert))
+            .field("client_key", &self.identity.as_ref().map(|(_, key)| key))
+            .finish()
+    }
+}
+
+impl Pem {
+    /// The document's bytes; `what` names it in the error.
+    fn read(&self, what: &str) -> Result<Cow<'_, [u8]>, String> {
+        match self {
+            Pem::File(path) => std::fs::read(path).map(Cow::Owned).map_err(|e| {
+                format!(
+                    "could not read the {what} file {}: {e}; give the path of a PEM file this process can read",
+                    path.display()
+                )
+            }),
+            Pem::Bytes(bytes) => Ok(Cow::Borrowed(bytes)),
+        }
+    }
+}
+
+impl Tls {
+    /// No CA of the application's own (the public CAs vouch for the
+    /// server) and no client certificate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Trusts the CA certificates in the PEM file at `path` (and only
+    /// them) to vouch for the server: the URL word `sslrootcert`.
+    pub fn ca_file(self, path: impl Into<PathBuf>) -> Self {
+        Tls {
+            ca: Some(Pem::File(path.into())),
+            ..self
+        }
+    }
+
+    /// As [`ca_file`](Tls::ca_file), with the PEM given in memory.
+    pub fn ca_pem(self, pem: impl Into<Vec<u8>>) -> Self {
+        Tls {
+            ca: Some(Pem::Bytes(pem.into().into())),
+            ..self
+        }
+    }
+
+    /// Presents the certificate (chain) in the PEM file `cert`, with the
+    /// private key in the PEM file `key`, when the server asks for a
+    /// client certificate: the URL words `sslcert` and `sslkey`.
+    pub fn client_cert_file(self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        Tls {
+            identity: Some((Pem::File(cert.into()), Pem::File(key.into()))),
+            ..self
+        }
+    }
+
+    /// As [`client_cert_file`](Tls::client_cert_file), with the PEM given
+    /// in memory. `Debug` shows only the sizes.
+    pub fn client_cert_pem(self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        Tls {
+            identity: Some((
+                Pem::Bytes(cert.into().into()),
+                Pem::Bytes(key.into().into()),
+            )),
+            ..self
+        }
+    }
+
+    /// Whether it names no CA and no client certificate.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ca.is_none() && self.identity.is_none()
+    }
+
+    /// `self`, with what `over` sets put in place of its own.
+    pub(crate) fn overridden_by(self, over: Tls) -> Tls {
+        Tls {
+            ca: over.ca.or(self.ca),
+            identity: over.identity.or(self.identity),
+        }
+    }
+
+    /// The CA's PEM, when one was given.
+    pub(crate) fn ca_bytes(&self) -> Result<Option<Cow<'_, [u8]>>, String> {
+        self.ca
+            .as_ref()
+            .map(|ca| ca.read("CA (sslrootcert)"))
+            .transpose()
+    }
+
+    /// The client certificate's and key's PEM, when they were given.
+    pub(crate) fn identity_bytes(&self) -> Result<Option<(Cow<'_, [u8]>, Cow<'_, [u8]>)>, String> {
+        match &self.identity {
+            Some((cert, key)) => Ok(Some((
+                cert.read("client certificate (sslcert)")?,
+                key.read("client key (sslkey)")?,
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// The [`Tls`] that `words` (`sslrootcert`, `sslcert`, `sslkey`, as
+    /// [`take_words`] returns them) give, or why they give none.
+    pub(crate) fn from_words<'a>(
+        words: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Tls, String> {
+        let (mut ca, mut cert, mut key) = (None, None, None);
+        for (word, value) in words {
+            let slot = match word {
+                "sslrootcert" => &mut ca,
+                "sslcert" => &mut cert,
+                "sslkey" => &mut key,
+                _ => continue,
+            };
+            if value.is_empty() {
+                return Err(format!("`{word}` is empty; give it a file's path"));
+            }
+            *slot = Some(PathBuf::from(value));
+        }
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((Pem::File(cert), Pem::File(key))),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(
+                    "`sslcert` is given without `sslkey`; give the client key's file too"
+                        .to_owned(),
+                );
+            }
+            (None, Some(_)) => {
+                return Err(
+                    "`sslkey` is given without `sslcert`; give the client certificate's file too"
+                        .to_owned(),
+                );
+            }
+        };
+        Ok(Tls {
+            ca: ca.map(Pem::File),
+            identity,
+        })
+    }
+}
+
+/// Takes the query parameters named in `words` out of `url` (`?a=1&b=2`
+/// after the host, or the `key=value` words of a libpq connection string
+/// when `url` has no scheme), and returns the URL without them and their
+/// values, percent-decoded, in the order given.
+pub(crate) fn take_words(
+    url: &str,
+    words: &[&str],
+) -> Result<(String, Vec<(String, String)>), String> {
+    let mut taken = Vec::new();
+    if !url.contains("://") {
+        // A libpq `key=value` connection string: unquoted values only for
+        // these words (paths and modes need no quoting).
+        let mut kept = Vec::new();
+        for part in url.split_whitespace() {
+            match part.split_once('=') {
+                Some((key, value)) if words.contains(&key.trim()) => {
+                    taken.push((key.trim().to_owned(), value.trim_matches('\'').to_owned()));
+                }
+                _ => kept.push(part),
+            }
+        }
+        return Ok((kept.join(" "), taken));
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), taken));
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key_decoded = percent_decode(key)?;
+        if words.contains(&key_decoded.as_str()) {
+            taken.push((key_decoded, percent_decode(value)?));
+        } else {
+            kept.push(pair);
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, taken))
+}
+
+/// How much of the server's certificate a TLS connection checks: the
+/// levels of PostgreSQL's `sslmode`.
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verify {
+    /// Its chain to a trusted CA, and that it names the host dialled
+    /// (`verify-full`).
+    Full,
+    /// Its chain to a trusted CA only (`verify-ca`).
+    Chain,
+    /// Nothing: encryption without knowing who answers (`require`,
+    /// `prefer`).
+    Nothing,
+}
+
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+pub(crate) use rustls_config::client_config;
+
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+mod rustls_config {
+    use std::sync::Arc;
+
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::crypto::WebPkiSupportedAlgorithms;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+    use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+    use super::{Tls, Verify};
+
+    /// The rustls client configuration for `tls`, checking the server's
+    /// certificate as `verify` says, over the ring provider (named here, so
+    /// that an application with another provider enabled too does not make
+    /// the first connection panic).
+    pub(crate) fn client_config(tls: &Tls, verify: Verify) -> Result<ClientConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        match tls.ca_bytes()? {
+            Some(pem) => {
+                let mut found = 0;
+                for cert in CertificateDer::pem_slice_iter(&pem) {
+                    let cert = cert.map_err(|e| format!("the CA (sslrootcert) is not PEM: {e}"))?;
+                    roots.add(cert).map_err(|e| {
+                        format!("the CA (sslrootcert) is not a usable certificate: {e}")
+                    })?;
+                    found += 1;
+                }
+                if found == 0 {
+                    return Err("the CA (sslrootcert) holds no certificate; give a PEM file with `-----BEGIN CERTIFICATE-----`".to_owned());
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("no TLS version to offer: {e}"))?;
+        let webpki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+                .build()
+                .map_err(|e| format!("the CA (sslrootcert) cannot check certificates: {e}"))?;
+        let builder = match verify {
+            Verify::Full => builder.with_webpki_verifier(webpki),
+            Verify::Chain => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki))),
+            Verify::Nothing => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unchecked(
+                    provider.signature_verification_algorithms,
+                ))),
+        };
+        match tls.identity_bytes()? {
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(&cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("the client certificate (sslcert) is not PEM: {e}"))?;
+                if chain.is_empty() {
+                    return Err("the client certificate (sslcert) holds no certificate".to_owned());
+                }
+                let key = PrivateKeyDer::from_pem_slice(&key).map_err(|_| {
+                    "the client key (sslkey) holds no private key in PEM (PKCS#8, PKCS#1 or SEC1)"
+                        .to_owned()
+                })?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("the client certificate and key do not go together: {e}"))
+            }
+            None => Ok(builder.with_no_client_auth()),
+        }
+    }
+
+    /// `verify-ca`: the chain to a trusted CA, whatever host it names.
+    #[derive(Debug)]
+    struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+    impl ServerCertVerifier for ChainOnly {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            ocsp_response: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            match self.0.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            ) {
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName,
+                ))
+                | Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForNameContext { .. },
+                )) => Ok(ServerCertVerified::assertion()),
+                checked => checked,
+            }
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
+
+    /// `require` and `prefer` without a CA: any certificate, as libpq
+    /// takes it; the handshake's signatures are still checked.
+    #[derive(Debug)]
+    struct Unchecked(WebPkiSupportedAlgorithms);
+
+    impl ServerCertVerifier for Unchecked {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_schemes()
+        }
+    }
+}
+
+/// What to do about a TLS failure, from its text: the cause said in the
+/// words a user acts on, or `None` when it is not one of the usual ones.
+pub(crate) fn hint(failure: &str) -> Option<&'static str> {
+    let lower = failure.to_ascii_lowercase();
+    if lower.contains("unknownissuer") || lower.contains("unknown issuer") {
+        Some(
+            "the server's certificate is not signed by a CA this client trusts: give the CA that signed it (sslrootcert=PATH, or Tls::ca_file)",
+        )
+    } else if lower.contains("notvalidforname") || lower.contains("not valid for name") {
+        Some(
+            "the server's certificate does not name the host dialled: connect by a name the certificate lists, or check only its CA (sslmode=verify-ca)",
+        )
+    } else if lower.contains("certificaterequired")
+        || lower.contains("certificate required")
+        || lower.contains("bad certificate")
+        || lower.contains("badcertificate")
+        || lower.contains("peer did not return a certificate")
+    {
+        Some(
+            "the server wants a client certificate it trusts: give one (sslcert=PATH&sslkey=PATH, or Tls::client_cert_file)",
+        )
+    } else if lower.contains("corrupt message")
+        || lower.contains("invalidcontenttype")
+        || lower.contains("invalid content type")
+        || lower.contains("wrong version number")
+    {
+        Some("the server did not answer in TLS: check that it serves TLS on this port")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_words_come_out_of_the_query_and_the_rest_stays() {
+        let (url, words) = take_words(
+            "postgres://u:p@h/db?application_name=x&sslrootcert=%2Ftmp%2Fca.pem&sslmode=verify-full",
+            &["sslmode", "sslrootcert"],
+        )
+        .expect("parse");
+        assert_eq!(url, "postgres://u:p@h/db?application_name=x");
+        assert_eq!(
+            words,
+            [
+                ("sslrootcert".to_owned(), "/tmp/ca.pem".to_owned()),
+                ("sslmode".to_owned(), "verify-full".to_owned())
+            ]
+        );
+        let (url, words) = take_words("memcaches://h:1?sslcert=c&sslkey=k", &WORDS).expect("parse");
+        assert_eq!(url, "memcaches://h:1");
+        assert_eq!(words.len(), 2);
+        let (url, words) = take_words(
+            "host=h sslmode=require user=u sslrootcert='/ca.pem'",
+            &["sslmode", "sslrootcert"],
+        )
+        .expect("key=value");
+        assert_eq!(url, "host=h user=u");
+        assert_eq!(
+            words,
+            [
+                ("sslmode".to_owned(), "require".to_owned()),
+                ("sslrootcert".to_owned(), "/ca.pem".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_no_word_is_empty() {
+        let given = |words: &[(&'static str, &'static str)]| Tls::from_words(words.iter().copied());
+        assert!(
+            given(&[("sslcert", "c")])
+                .expect_err("no key")
+                .contains("sslkey")
+        );
+        assert!(
+            given(&[("sslkey", "k")])
+                .expect_err("no cert")
+                .contains("sslcert")
+        );
+        assert!(
+            given(&[("sslrootcert", "")])
+                .expect_err("empty")
+                .contains("path")
+        );
+        let tls =
+            given(&[("sslrootcert", "/ca"), ("sslcert", "c"), ("sslkey", "k")]).expect("all three");
+        assert_eq!(tls, Tls::new().ca_file("/ca").client_cert_file("c", "k"));
+        assert!(given(&[]).expect("none").is_empty());
+    }
+
+    #[test]
+    fn debug_shows_where_the_certificates_are_never_a_keys_bytes() {
+        let tls = Tls::new().client_cert_pem("CERT", "-----BEGIN PRIVATE KEY----- secret");
+        let shown = format!("{tls:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("bytes of PEM"), "{shown}");
+    }
+
+    #[test]
+    fn words_in_the_url_win_over_the_configurations() {
+        let configured = Tls::new().ca_file("/a").client_cert_file("c", "k");
+        let merged = configured.overridden_by(Tls::new().ca_file("/b"));
+        assert_eq!(merged, Tls::new().ca_file("/b").client_cert_file("c", "k"));
+    }
+
+    #[test]
+    fn the_usual_tls_failures_are_told_in_words_to_act_on() {
+        assert!(
+            hint("invalid peer certificate: UnknownIssuer")
+                .is_some_and(|h| h.contains("sslrootcert"))
+        );
+        assert!(
+            hint("received fatal alert: CertificateRequired")
+                .is_some_and(|h| h.contains("sslcert"))
+        );
+        assert!(hint("connection refused").is_none());
+    }
+}
