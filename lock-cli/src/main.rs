@@ -32,6 +32,8 @@ Examples:
   locks --url postgres://app@db.internal/app inspect reports:acme
   locks --url redis://127.0.0.1:6379 release reports:acme --reason \"job hung, ticket 4411\"
   locks --url etcd://10.0.0.1:2379 leader scheduler --watch
+  locks --url 'postgres://ops@db.internal/app?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem' list
+  locks --url https://etcd-0.internal:2379 --sslrootcert ca.pem --sslcert ops.pem --sslkey ops.key list
 
 Exit codes: 0 done; 1 not held (or nothing released); 2 usage or connection error.
 Passwords in URLs are never printed. The URL may also come from LOCKS_URL.";
@@ -67,6 +69,21 @@ struct Cli {
     /// PostgreSQL: the lease table, if the application renamed it.
     #[arg(long, value_name = "TABLE")]
     pg_table: Option<String>,
+
+    /// TLS: the CA (a PEM file) that signed the server's certificate, when
+    /// not a public one. The URL's `sslrootcert=` says the same and wins.
+    #[arg(long, value_name = "FILE")]
+    sslrootcert: Option<std::path::PathBuf>,
+
+    /// TLS: a client certificate (a PEM file), for a server that asks for
+    /// one; with --sslkey. The URL's `sslcert=` says the same and wins.
+    #[arg(long, value_name = "FILE", requires = "sslkey")]
+    sslcert: Option<std::path::PathBuf>,
+
+    /// TLS: the client certificate's private key (a PEM file); with
+    /// --sslcert. The URL's `sslkey=` says the same and wins.
+    #[arg(long, value_name = "FILE", requires = "sslcert")]
+    sslkey: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -186,6 +203,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<Outcome, String> {
     let settings = Settings {
         timeout: cli.timeout,
+        tls: store::tls(cli.sslrootcert, cli.sslcert.zip(cli.sslkey)),
         pg_schema: cli.pg_schema,
         pg_table: cli.pg_table,
     };

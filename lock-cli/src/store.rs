@@ -2,14 +2,17 @@
 //! reads the URL (its scheme picks the store, and its errors never show a
 //! password); this file adds what an operator's tool needs on top.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{ConnectOptions, Error, LockManager};
+use lock_core::{ConnectOptions, Error, LockManager, Tls};
 
 /// Store settings the command line can change.
 pub(crate) struct Settings {
     /// Each call's time bound.
     pub(crate) timeout: Duration,
+    /// The CA and client certificate the command line named, if any.
+    pub(crate) tls: Option<Tls>,
     /// PostgreSQL: the schema of the lease table, when the application set one.
     #[cfg_attr(
         not(feature = "postgres"),
@@ -27,7 +30,10 @@ pub(crate) struct Settings {
 impl Settings {
     /// The options the stores are set up with.
     fn options(&self) -> ConnectOptions {
-        let options = ConnectOptions::new().timeout(self.timeout);
+        let mut options = ConnectOptions::new().timeout(self.timeout);
+        if let Some(tls) = &self.tls {
+            options = options.tls(tls.clone());
+        }
         #[cfg(feature = "postgres")]
         let options = {
             // Never create tables from an operator's tool: a missing table
@@ -45,6 +51,22 @@ impl Settings {
         };
         options
     }
+}
+
+/// The [`Tls`] of `--sslrootcert` and `--sslcert`/`--sslkey`, when either
+/// was given.
+pub(crate) fn tls(ca: Option<PathBuf>, identity: Option<(PathBuf, PathBuf)>) -> Option<Tls> {
+    if ca.is_none() && identity.is_none() {
+        return None;
+    }
+    let mut tls = Tls::new();
+    if let Some(ca) = ca {
+        tls = tls.ca_file(ca);
+    }
+    if let Some((cert, key)) = identity {
+        tls = tls.client_cert_file(cert, key);
+    }
+    Some(tls)
 }
 
 /// Connects to the store `url` names, under `prefix`.

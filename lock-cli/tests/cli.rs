@@ -388,3 +388,66 @@ async fn an_operator_sees_who_leads_and_watches_it_change() {
     let _ = watching.wait();
     second.resign().await.expect("resign");
 }
+
+/// The operator's session against a PostgreSQL server that takes only TLS
+/// connections: the CA in the URL (`sslmode=verify-full&sslrootcert=`), or
+/// in the flags, with a client certificate for a user let in only by one;
+/// a wrong CA exits 2 saying which setting to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reaches_postgresql_over_tls_by_the_url_or_the_flags() {
+    let Some(server) = lock_tests::postgres_tls::TlsPostgres::start() else {
+        return;
+    };
+    let certs = server.certs();
+    let path = |file: &std::path::Path| file.display().to_string();
+    let (ca, cert, key) = (
+        path(&certs.ca),
+        path(&certs.client_cert),
+        path(&certs.client_key),
+    );
+    let url = server.url(
+        "postgres",
+        "127.0.0.1",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    );
+    harness::say(&format!("locks CLI against PostgreSQL over TLS at {url}"));
+    let store = lock_core::PostgresStore::connect(&url)
+        .await
+        .expect("the store over TLS");
+    let manager = LockManager::new(store);
+    list_inspect_and_release(manager.clone(), &url).await;
+
+    let _held = hold(&manager, "tls-by-flags").await;
+    let bare = server.url("locks", "127.0.0.1", "sslmode=verify-full");
+    let flags = |ca: &str| {
+        locks(&[
+            "--url",
+            &bare,
+            "--sslrootcert",
+            ca,
+            "--sslcert",
+            &cert,
+            "--sslkey",
+            &key,
+            "list",
+        ])
+    };
+    let listed = flags(&ca);
+    assert_exit(
+        &listed,
+        0,
+        "list with the CA and client certificate as flags",
+    );
+    assert!(
+        text(&listed.stdout).contains("tls-by-flags"),
+        "{}",
+        text(&listed.stdout)
+    );
+    let refused = flags(&path(&certs.other_ca));
+    assert_exit(&refused, 2, "a wrong CA");
+    assert!(
+        text(&refused.stderr).contains("sslrootcert"),
+        "says what to change: {}",
+        text(&refused.stderr)
+    );
+}

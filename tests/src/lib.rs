@@ -12,6 +12,7 @@ pub mod kept;
 pub mod logs;
 pub mod memcached;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod proxy;
 pub mod raw;
 pub mod sentinel;

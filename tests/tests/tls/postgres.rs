@@ -1,1 +1,291 @@
-//! postgres over TLS.
+//! The PostgreSQL store over TLS (feature `postgres-tls`), against a
+//! cluster of the test's own that takes only TLS connections
+//! (`lock_tests::postgres_tls`): a connection that works at all went over
+//! TLS, the `LISTEN` connection and the cancel requests included.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use lock_core::{Error, LockManager, PostgresConfig, PostgresStore, Tls};
+use lock_tests::postgres_tls::TlsPostgres;
+
+/// The cluster shared by this binary's PostgreSQL TLS tests.
+fn shared() -> Option<&'static TlsPostgres> {
+    static SHARED: OnceLock<Option<TlsPostgres>> = OnceLock::new();
+    SHARED.get_or_init(TlsPostgres::start).as_ref()
+}
+
+/// `sslmode=verify-full` with the cluster's CA, as user `postgres`.
+fn verified_url(server: &TlsPostgres) -> String {
+    let ca = server.certs().ca.display();
+    server.url(
+        "postgres",
+        "127.0.0.1",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    )
+}
+
+/// The text of a failed connect, its whole chain.
+async fn refused(url: &str, config: PostgresConfig) -> String {
+    match PostgresStore::connect_with(url, config.timeout(Duration::from_secs(5))).await {
+        Ok(_) => panic!("{url} connected"),
+        Err(error) => {
+            assert!(matches!(error, Error::Store { .. }), "{error:?}");
+            error.chain().to_string()
+        }
+    }
+}
+
+mod contract {
+    async fn manager() -> Option<lock_core::LockManager> {
+        let server = super::shared()?;
+        let url = super::verified_url(server);
+        Some(lock_core::LockManager::new(
+            lock_core::PostgresStore::connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connecting over TLS: {e}")),
+        ))
+    }
+
+    lock_test_kit::store_contract!(manager());
+}
+
+/// `prefer`, libpq's default, takes TLS when the server offers it: this
+/// server refuses plain connections, so connecting proves it.
+#[tokio::test]
+async fn without_sslmode_the_store_prefers_tls_as_libpq_does() {
+    let Some(server) = shared() else { return };
+    let url = server.url("postgres", "127.0.0.1", "application_name=locks");
+    let store = PostgresStore::connect(&url)
+        .await
+        .expect("prefer finds TLS");
+    let locks = LockManager::new(store);
+    let held = locks
+        .lock("prefer", Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    held.release().await.expect("release");
+    let plain = refused(
+        &server.url("postgres", "127.0.0.1", "sslmode=disable"),
+        PostgresConfig::new(),
+    )
+    .await;
+    assert!(
+        plain.contains("no encryption") || plain.contains("pg_hba"),
+        "the server takes no plain connection: {plain}"
+    );
+}
+
+/// `verify-full` checks that the certificate names the host dialled;
+/// `verify-ca` only that the CA signed it. The certificate names 127.0.0.1
+/// and localhost, not 127.0.0.2, where the server also listens.
+#[tokio::test]
+async fn verify_full_checks_the_host_and_verify_ca_only_the_ca() {
+    let Some(server) = shared() else { return };
+    let ca = server.certs().ca.display();
+    for host in ["127.0.0.1", "localhost"] {
+        let url = server.url(
+            "postgres",
+            host,
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        );
+        PostgresStore::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{host} is named by the certificate: {e}"));
+    }
+    let elsewhere = |mode: &str| {
+        server.url(
+            "postgres",
+            "127.0.0.2",
+            &format!("sslmode={mode}&sslrootcert={ca}"),
+        )
+    };
+    let why = refused(&elsewhere("verify-full"), PostgresConfig::new()).await;
+    assert!(
+        why.contains("does not name the host"),
+        "the cause, in words to act on: {why}"
+    );
+    PostgresStore::connect(&elsewhere("verify-ca"))
+        .await
+        .expect("verify-ca checks only the chain");
+    // libpq: `require` with a CA checks the chain as `verify-ca` does.
+    PostgresStore::connect(&elsewhere("require"))
+        .await
+        .expect("require with a CA");
+}
+
+/// A CA that did not sign the server's certificate is refused at connect,
+/// and the message names the cause and the setting to change.
+#[tokio::test]
+async fn a_wrong_ca_is_refused_at_connect_saying_so() {
+    let Some(server) = shared() else { return };
+    let other = server.certs().other_ca.display();
+    for mode in ["verify-full", "verify-ca", "require"] {
+        let url = server.url(
+            "postgres",
+            "127.0.0.1",
+            &format!("sslmode={mode}&sslrootcert={other}"),
+        );
+        let why = refused(&url, PostgresConfig::new()).await;
+        assert!(
+            why.contains("not signed by a CA this client trusts") && why.contains("sslrootcert"),
+            "{mode}: {why}"
+        );
+    }
+    // Without a CA, the public ones: they do not know this one either.
+    let url = server.url("postgres", "127.0.0.1", "sslmode=verify-full");
+    let why = refused(&url, PostgresConfig::new()).await;
+    assert!(why.contains("sslrootcert"), "{why}");
+}
+
+/// User `locks` is let in only with a client certificate the CA signed:
+/// given in the URL or through `PostgresConfig::tls`, it works; without
+/// one, connecting fails saying a client certificate is wanted.
+#[tokio::test]
+async fn a_client_certificate_lets_its_user_in_and_its_absence_is_named() {
+    let Some(server) = shared() else { return };
+    let certs = server.certs();
+    let (ca, cert, key) = (
+        certs.ca.display(),
+        certs.client_cert.display(),
+        certs.client_key.display(),
+    );
+    let without = server.url(
+        "locks",
+        "127.0.0.1",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    );
+    let why = refused(&without, PostgresConfig::new()).await;
+    assert!(
+        why.contains("client certificate") && why.contains("sslcert"),
+        "the cause, in words to act on: {why}"
+    );
+    let with = format!("{without}&sslcert={cert}&sslkey={key}");
+    let locks = LockManager::new(PostgresStore::connect(&with).await.expect("in the URL"));
+    let held = locks
+        .lock("by-certificate", Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    held.release().await.expect("release");
+    let configured = PostgresConfig::new().tls(Tls::new().ca_file(&certs.ca).client_cert_pem(
+        std::fs::read(&certs.client_cert).expect("cert"),
+        std::fs::read(&certs.client_key).expect("key"),
+    ));
+    PostgresStore::connect_with(
+        &server.url("locks", "127.0.0.1", "sslmode=verify-full"),
+        configured,
+    )
+    .await
+    .expect("through PostgresConfig::tls");
+}
+
+/// `from_pool`: the application's own TLS pool, and the store's `LISTEN`
+/// connection over TLS from the listen URL's words. A waiter woken by a
+/// release well before the holder's TTL shows the notification arrived
+/// (plain connections are refused, so it came over TLS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_pool_listens_over_tls_too() {
+    let Some(server) = shared() else { return };
+    let ca = std::fs::read(&server.certs().ca).expect("the CA");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&ca) {
+        roots.add(cert.expect("PEM")).expect("a CA");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut pg = tokio_postgres::Config::new();
+    pg.host("127.0.0.1")
+        .port(server.port())
+        .user("postgres")
+        .dbname("postgres")
+        .ssl_mode(tokio_postgres::config::SslMode::Require);
+    let manager = deadpool_postgres::Manager::from_config(
+        pg,
+        tokio_postgres_rustls::MakeRustlsConnect::new(client),
+        deadpool_postgres::ManagerConfig::default(),
+    );
+    let pool = deadpool_postgres::Pool::builder(manager)
+        .max_size(4)
+        .build()
+        .expect("a pool");
+    let store = PostgresStore::from_pool(pool, &verified_url(server), PostgresConfig::new())
+        .await
+        .expect("the store over the application's pool");
+    let locks = LockManager::new(store);
+    let lock = locks.lock("from-pool", Duration::from_secs(30));
+    let held = lock.acquire().await.expect("acquire").expect("free");
+    let waiter = {
+        let lock = lock.clone().wait_for(Duration::from_secs(20));
+        tokio::spawn(async move { lock.acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.expect("release");
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the NOTIFY, not the 30 s TTL")
+        .expect("task")
+        .expect("acquire");
+    assert!(woken.is_some());
+}
+
+/// Neither the store's `Debug`, nor a configuration's, nor any error or
+/// log line shows the URL's password or the client key.
+#[test]
+fn no_password_or_key_shows_in_debug_errors_or_logs() {
+    let Some(server) = shared() else { return };
+    let certs = server.certs();
+    let key = std::fs::read_to_string(&certs.client_key).expect("key");
+    let secret_line = key
+        .lines()
+        .find(|line| !line.starts_with("-----") && line.len() > 40)
+        .expect("a line of the key")
+        .to_owned();
+    let config = PostgresConfig::new().tls(Tls::new().client_cert_pem(
+        std::fs::read(&certs.client_cert).expect("cert"),
+        key.clone(),
+    ));
+    let (captured, _guard) = lock_tests::logs::Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut shown = vec![format!("{config:?}")];
+    runtime.block_on(async {
+        let ca = certs.ca.display();
+        let url = format!(
+            "postgres://postgres:hunter2@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={ca}",
+            server.port()
+        );
+        let store = PostgresStore::connect_with(&url, config.clone())
+            .await
+            .expect("connects");
+        shown.push(format!("{store:?}"));
+        let locks = LockManager::new(store);
+        let held = locks
+            .lock("quiet", Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        held.release().await.expect("release");
+        let wrong = url.replace(&ca.to_string(), &certs.other_ca.display().to_string());
+        let error = PostgresStore::connect_with(&wrong, config.clone())
+            .await
+            .expect_err("a wrong CA");
+        shown.push(format!("{error:?}"));
+        shown.push(error.chain().to_string());
+    });
+    shown.extend(captured.lines());
+    for text in &shown {
+        assert!(!text.contains("hunter2"), "a password shown: {text}");
+        assert!(!text.contains(&secret_line), "the key shown: {text}");
+    }
+}

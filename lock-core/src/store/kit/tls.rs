@@ -49,6 +49,9 @@ pub struct Tls {
     identity: Option<(Pem, Pem)>,
 }
 
+/// A client certificate's PEM and its key's.
+pub(crate) type Identity<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// Where one PEM document comes from.
 #[derive(Clone, PartialEq, Eq)]
 enum Pem {
@@ -136,6 +139,11 @@ impl Tls {
         }
     }
 
+    /// Whether it names a CA.
+    pub(crate) fn has_ca(&self) -> bool {
+        self.ca.is_some()
+    }
+
     /// Whether it names no CA and no client certificate.
     pub(crate) fn is_empty(&self) -> bool {
         self.ca.is_none() && self.identity.is_none()
@@ -158,7 +166,7 @@ impl Tls {
     }
 
     /// The client certificate's and key's PEM, when they were given.
-    pub(crate) fn identity_bytes(&self) -> Result<Option<(Cow<'_, [u8]>, Cow<'_, [u8]>)>, String> {
+    pub(crate) fn identity_bytes(&self) -> Result<Option<Identity<'_>>, String> {
         match &self.identity {
             Some((cert, key)) => Ok(Some((
                 cert.read("client certificate (sslcert)")?,
@@ -456,6 +464,7 @@ pub(crate) fn hint(failure: &str) -> Option<&'static str> {
         || lower.contains("bad certificate")
         || lower.contains("badcertificate")
         || lower.contains("peer did not return a certificate")
+        || lower.contains("requires a valid client certificate")
     {
         Some(
             "the server wants a client certificate it trusts: give one (sslcert=PATH&sslkey=PATH, or Tls::client_cert_file)",

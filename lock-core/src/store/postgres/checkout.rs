@@ -41,8 +41,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Object;
 use tokio::time::Instant;
-use tokio_postgres::NoTls;
-
+use super::tls::Connector;
 use crate::store::kit::Deadline;
 
 /// The longest a connection whose call was dropped early waits for its
@@ -67,15 +66,24 @@ pub(super) struct Checkout {
     ends: Option<Instant>,
     /// How long the cancel request may take.
     timeout: Duration,
+    /// How the cancel request connects: as the store's connections do.
+    connector: Connector,
 }
 
 impl Checkout {
-    /// `client` for a call that ends at `ends`, under the store's `timeout`.
-    pub(super) fn new(client: Object, ends: Option<Instant>, timeout: Duration) -> Self {
+    /// `client` for a call that ends at `ends`, under the store's `timeout`;
+    /// a cancel request goes through `connector`.
+    pub(super) fn new(
+        client: Object,
+        ends: Option<Instant>,
+        timeout: Duration,
+        connector: Connector,
+    ) -> Self {
         Checkout {
             client: Some(client),
             ends,
             timeout,
+            connector,
         }
     }
 
@@ -116,6 +124,7 @@ impl Drop for Checkout {
         let drained = now + DRAIN_MOST;
         let until = self.ends.map_or(drained, |ends| ends.min(drained));
         let timeout = self.timeout;
+        let connector = self.connector.clone();
         runtime.spawn(async move {
             if until > now {
                 // Answered in order: once the empty query answers, the
@@ -125,25 +134,24 @@ impl Drop for Checkout {
                     return;
                 }
             }
-            cancel_and_close(client, timeout).await;
+            cancel_and_close(client, timeout, connector).await;
         });
     }
 }
 
 /// Asks the server to cancel whatever `client` is running, and closes it
 /// rather than return it to the pool.
-async fn cancel_and_close(client: Object, timeout: Duration) {
+async fn cancel_and_close(client: Object, timeout: Duration, connector: Connector) {
     let cancel = client.cancel_token();
     // Detached from the pool at once, so nobody else can take it; closed
     // only after the cancel was sent: dropping it closes the socket, and a
     // pooler (PgBouncer) ignores a cancel for a client that has gone.
     let detached = Object::take(client);
     // A cancel arriving after the statement finished is ignored by the
-    // server. Over TLS, the application's connector is not ours to use; a
-    // server that insists on TLS refuses this, and the statement runs to its
-    // end on a connection nobody will use.
+    // server. It connects as the store's own connections do (with
+    // `from_pool`, as its LISTEN connection does), TLS included.
     let deadline = Deadline::after(timeout, "PostgresConfig::timeout");
-    if let Err(error) = deadline.bound(cancel.cancel_query(NoTls)).await {
+    if let Err(error) = deadline.bound(cancel.cancel_query(connector)).await {
         tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
     }
     drop(detached);

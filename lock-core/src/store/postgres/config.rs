@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::store::kit::Tls;
+
 /// How a [`PostgresStore`](super::PostgresStore) behaves: where its table
 /// lives, whether it creates it, its time bound, its pool and its
 /// notification channel.
@@ -29,6 +31,7 @@ pub struct PostgresConfig {
     pub(super) channel: String,
     pub(super) sweep_every: Duration,
     pub(super) prepared_statements: bool,
+    pub(super) tls: Tls,
 }
 
 impl Default for PostgresConfig {
@@ -42,6 +45,7 @@ impl Default for PostgresConfig {
             channel: "lock_core_released".to_owned(),
             sweep_every: Duration::from_secs(60),
             prepared_statements: true,
+            tls: Tls::new(),
         }
     }
 }
@@ -140,6 +144,16 @@ impl PostgresConfig {
             prepared_statements,
             ..self
         }
+    }
+
+    /// The CA and client certificate for TLS connections (with the
+    /// `postgres-tls` feature), when the URL's `sslmode` asks for TLS or
+    /// the server offers it. The URL's `sslrootcert`, `sslcert` and
+    /// `sslkey` win over it. Used for the store's pool, its `LISTEN`
+    /// connection and its cancel requests; with
+    /// [`from_pool`](super::PostgresStore::from_pool), for the latter two.
+    pub fn tls(self, tls: Tls) -> Self {
+        PostgresConfig { tls, ..self }
     }
 
     /// How often the store deletes rows that holders left behind without

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 
 use super::checkout::{Checkout, call_deadline};
 use super::listen::{self, Listener};
 use super::sql::{self, Statements};
 use super::sweep;
+use super::tls::{self, Link};
 use super::{PostgresConfig, PostgresStore, Shared};
 use crate::store::kit::{Background, BoxError, Waiters};
 use crate::{Error, Result};
@@ -19,9 +19,14 @@ impl PostgresStore {
     /// Connects to PostgreSQL with the default [`PostgresConfig`].
     ///
     /// `url` is `postgres://[user[:password]@]host[:port][/database]` (or
-    /// the `key=value` form tokio-postgres reads). Connections are plain
-    /// TCP; for TLS, build a pool of your own and use
-    /// [`from_pool`](PostgresStore::from_pool).
+    /// the `key=value` form tokio-postgres reads), with libpq's TLS words
+    /// when wanted: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`,
+    /// `verify-full`; `prefer` when not given, as libpq), and the PEM files
+    /// `sslrootcert` (the CA; the public CAs without it), `sslcert` and
+    /// `sslkey` (a client certificate). TLS needs the `postgres-tls`
+    /// feature: without it connections are plain, and a mode or a
+    /// certificate that needs TLS is refused. See the [store's
+    /// docs](PostgresStore#tls).
     ///
     /// # Errors
     ///
@@ -38,10 +43,10 @@ impl PostgresStore {
     ///
     /// As [`connect`](PostgresStore::connect).
     pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<PostgresStore> {
-        let pg = parse_url(url)?;
+        let link = parse_url(url, &config)?;
         let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
+            link.config.clone(),
+            link.connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -50,14 +55,17 @@ impl PostgresStore {
             .max_size(config.pool_size)
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| Error::store("connect", shown(&pg), e))?;
-        Self::start(pool, pg, config).await
+            .map_err(|e| Error::store("connect", shown(&link.config), e))?;
+        Self::start(pool, link, config).await
     }
 
     /// A store over the application's own pool, so the locks share its
     /// connections (TLS and all), plus a `LISTEN` connection of its own to
     /// `listen_url`, which must keep its session (straight to PostgreSQL,
-    /// or a PgBouncer pool in session mode).
+    /// or a PgBouncer pool in session mode). `listen_url`'s `sslmode` and
+    /// certificates (or `config`'s [`tls`](PostgresConfig::tls)) are used
+    /// for that connection and for cancelling a statement cut off on one
+    /// of `pool`'s, as for [`connect`](PostgresStore::connect).
     ///
     /// # Errors
     ///
@@ -67,16 +75,12 @@ impl PostgresStore {
         listen_url: &str,
         config: PostgresConfig,
     ) -> Result<PostgresStore> {
-        let pg = parse_url(listen_url)?;
-        Self::start(pool, pg, config).await
+        let link = parse_url(listen_url, &config)?;
+        Self::start(pool, link, config).await
     }
 
-    async fn start(
-        pool: Pool,
-        listen: tokio_postgres::Config,
-        config: PostgresConfig,
-    ) -> Result<PostgresStore> {
-        let shown = shown(&listen);
+    async fn start(pool: Pool, link: Link, config: PostgresConfig) -> Result<PostgresStore> {
+        let shown = shown(&link.config);
         let invalid = |why: String| Error::store("connect", shown.clone(), why);
         let named = |suffix: &str| sql::identifier(&format!("{}{suffix}", config.table));
         let (leases, fences, sweep_index) = (
@@ -95,6 +99,7 @@ impl PostgresStore {
                 pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
                 ends,
                 config.timeout,
+                link.connector.clone(),
             );
             let done = async {
                 // Without a configured schema, one read once and written
@@ -181,14 +186,16 @@ impl PostgresStore {
             client.answered();
             done
         };
+        tracing::debug!(store = %shown, sslmode = %link.mode, "connecting to PostgreSQL");
         let (leases, fences) = deadline
             .bound(setup)
             .await
-            .map_err(|e| Error::store("connect", shown.clone(), e.into_boxed()))?;
+            .map_err(|e| Error::store("connect", shown.clone(), tls::explained(e.into_boxed())))?;
         let statements = Statements::new(&leases, &fences);
         let waiters = Arc::new(Waiters::default());
+        let connector = link.connector.clone();
         let listener = Listener {
-            config: listen,
+            link,
             channel: config.channel.clone(),
             timeout: config.timeout,
             waiters: Arc::clone(&waiters),
@@ -198,13 +205,14 @@ impl PostgresStore {
             Error::store(
                 "listen for releases on",
                 shown.clone(),
-                format!("could not LISTEN: {e}"),
+                tls::explained(format!("could not LISTEN: {e}").into()),
             )
         })?;
         let mut tasks = Background::new();
         tasks.spawn(listener.run(session));
         tasks.spawn(sweep::sweep(
             pool.clone(),
+            connector.clone(),
             statements.sweep.clone(),
             config.sweep_every,
             config.timeout,
@@ -216,6 +224,7 @@ impl PostgresStore {
                 waiters,
                 config,
                 shown,
+                connector,
                 _tasks: tasks,
             }),
         })
@@ -227,16 +236,10 @@ impl PostgresStore {
     }
 }
 
-/// The `tokio_postgres::Config` of `url`, or an error that never shows the
-/// password.
-fn parse_url(url: &str) -> Result<tokio_postgres::Config> {
-    url.parse::<tokio_postgres::Config>().map_err(|e| {
-        Error::store(
-            "connect",
-            "(the PostgreSQL URL)",
-            format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database"),
-        )
-    })
+/// Where and how `url` says to connect, with `config`'s certificates where
+/// the URL names none, or an error that never shows the password.
+fn parse_url(url: &str, config: &PostgresConfig) -> Result<Link> {
+    tls::link(url, &config.tls).map_err(|why| Error::store("connect", "(the PostgreSQL URL)", why))
 }
 
 /// `user@host:port/database` of `config`, never its password.

@@ -13,9 +13,10 @@ use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::sql::quoted;
+use super::tls::{Link, Stream};
 use crate::store::kit::{Backoff, Deadline, Waiters};
 
 /// How often the connection checks that the server still answers.
@@ -31,7 +32,8 @@ const HEALTHY: Duration = Duration::from_secs(10);
 
 /// The background task holding the store's `LISTEN` connection.
 pub(super) struct Listener {
-    pub(super) config: tokio_postgres::Config,
+    /// Where and how to connect, TLS included.
+    pub(super) link: Link,
     pub(super) channel: String,
     pub(super) timeout: Duration,
     pub(super) waiters: Arc<Waiters>,
@@ -39,10 +41,7 @@ pub(super) struct Listener {
 
 /// A connected, listening session: the client (for the ping) and its
 /// connection (the source of notifications).
-type Session = (
-    tokio_postgres::Client,
-    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
-);
+type Session = (tokio_postgres::Client, SessionConnection);
 
 impl Listener {
     fn deadline(&self) -> Deadline {
@@ -53,7 +52,7 @@ impl Listener {
     pub(super) async fn listen(&self) -> Result<Session, String> {
         let (client, mut connection) = self
             .deadline()
-            .bound(self.config.connect(NoTls))
+            .bound(self.link.config.connect(self.link.connector.clone()))
             .await
             .map_err(|e| e.to_string())?;
         // Quoted, quotes doubled: `pg_notify` takes the channel as text,
@@ -155,8 +154,7 @@ impl Listener {
     }
 }
 
-type SessionConnection =
-    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>;
+type SessionConnection = tokio_postgres::Connection<tokio_postgres::Socket, Stream>;
 
 /// The longest channel name PostgreSQL keeps whole: `LISTEN` cuts a longer
 /// one to this (`NAMEDATALEN - 1`) and `pg_notify` refuses it.

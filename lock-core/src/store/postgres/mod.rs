@@ -17,6 +17,7 @@ mod names;
 mod read;
 mod sql;
 mod sweep;
+mod tls;
 pub(crate) mod url;
 
 use std::fmt;
@@ -186,6 +187,8 @@ struct Shared {
     config: PostgresConfig,
     /// `user@host:port/db`, for `Debug` and errors. Never a password.
     shown: String,
+    /// How a cancel request connects: as the store's connections do.
+    connector: tls::Connector,
     /// The `LISTEN` connection and the sweep: kept only to be dropped,
     /// which aborts them with the store.
     _tasks: Background,
@@ -211,6 +214,7 @@ impl PostgresStore {
                     .map_err(|e| Box::new(e) as BoxError)?,
                 ends,
                 self.shared.config.timeout,
+                self.shared.connector.clone(),
             );
             // Cut off anywhere in here (the deadline, or the caller dropping
             // the call), `client` cancels the statement and is thrown away.

@@ -7,10 +7,17 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 
 use super::checkout::{Checkout, call_deadline};
+use super::tls::Connector;
 use crate::store::kit::BoxError;
 
 /// Deletes rows holders left behind, every `every`, for the store's life.
-pub(super) async fn sweep(pool: Pool, statement: String, every: Duration, timeout: Duration) {
+pub(super) async fn sweep(
+    pool: Pool,
+    connector: Connector,
+    statement: String,
+    every: Duration,
+    timeout: Duration,
+) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -22,6 +29,7 @@ pub(super) async fn sweep(pool: Pool, statement: String, every: Duration, timeou
                     pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
                     ends,
                     timeout,
+                    connector.clone(),
                 );
                 let swept = client.execute(statement.as_str(), &[]).await;
                 client.answered();

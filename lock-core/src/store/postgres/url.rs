@@ -16,7 +16,11 @@ async fn connect(url: &str, config: PostgresConfig) -> Result<LockManager> {
 /// Opens the store a URL of this store's schemes names, set up with
 /// `options`: this store's entry in [`connect`](crate::connect)'s table.
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
-    Box::pin(connect(url, options.store(PostgresConfig::timeout)))
+    let mut config = options.store(PostgresConfig::timeout);
+    if let Some(tls) = options.tls_given() {
+        config = config.tls(tls.clone());
+    }
+    Box::pin(connect(url, config))
 }
 
 impl ConnectOptions {
