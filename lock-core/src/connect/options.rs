@@ -99,7 +99,7 @@ impl ConnectOptions {
     /// The CA and client certificate for the store's TLS connections,
     /// whichever store the URL names (for PostgreSQL when its `sslmode`
     /// asks for TLS, for etcd over `https://`, for memcached over
-    /// `memcaches://`). It wins over the `tls` of any store configuration
+    /// `memcaches://`, for one Redis server over `rediss://`). It wins over the `tls` of any store configuration
     /// given here, as [`timeout`](ConnectOptions::timeout) does; the URL's
     /// own `sslrootcert`, `sslcert` and `sslkey` win over it.
     pub fn tls(mut self, tls: Tls) -> Self {

@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use lock_core::{LockManager, RedisConfig, RedisStore};
+use lock_core::{ConnectOptions, LockManager, RedisConfig, RedisStore, Tls};
 use lock_tests::certs::Certificates;
 use lock_tests::harness::{self, RedisServer};
 
 /// Leases must work the same over an encrypted connection, release
-/// notifications included (the subscription runs over TLS too), and the
-/// store must reach a server that only its own CA vouches for.
+/// notifications included (the subscription runs over TLS too), with the
+/// CA and client certificate given by the URL's words, by `RedisConfig::tls`
+/// or by `ConnectOptions::tls`; a wrong CA and a missing client certificate
+/// are refused at connect, saying which.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_and_wakeups_work_over_tls() {
     if !harness::redis_server_installed() {
@@ -17,13 +19,14 @@ async fn leases_and_wakeups_work_over_tls() {
         return;
     }
     let certs = Certificates::make().expect("certificates");
-    let ca = std::fs::read(&certs.ca).expect("the CA");
     let tls_port = harness::free_port().expect("a free port").to_string();
-    let (cert, key, ca_file) = (
-        Certificates::text(&certs.server_cert),
-        Certificates::text(&certs.server_key),
-        Certificates::text(&certs.ca),
+    let text = Certificates::text;
+    let (cert, key, ca) = (
+        text(&certs.server_cert),
+        text(&certs.server_key),
+        text(&certs.ca),
     );
+    let (client_cert, client_key) = (text(&certs.client_cert), text(&certs.client_key));
     let server = RedisServer::start_with(&[
         "--tls-port",
         &tls_port,
@@ -32,22 +35,15 @@ async fn leases_and_wakeups_work_over_tls() {
         "--tls-key-file",
         &key,
         "--tls-ca-cert-file",
-        &ca_file,
+        &ca,
         "--tls-auth-clients",
-        "no",
+        "yes",
     ])
     .expect("redis-server with TLS");
 
-    let url = format!("rediss://127.0.0.1:{tls_port}");
-    let client = redis::Client::build_with_tls(
-        url.as_str(),
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(ca),
-        },
-    )
-    .expect("a TLS client");
-    let store = RedisStore::from_client(client, RedisConfig::new())
+    let base = format!("rediss://127.0.0.1:{tls_port}");
+    let url = format!("{base}?sslrootcert={ca}&sslcert={client_cert}&sslkey={client_key}");
+    let store = RedisStore::connect(&url)
         .await
         .expect("the store connects over TLS");
     let locks = LockManager::new(store);
@@ -71,11 +67,49 @@ async fn leases_and_wakeups_work_over_tls() {
         .expect("acquire");
     assert!(woken.is_some(), "the waiter got the lock");
 
-    // The webpki roots do not vouch for this CA: a plain `connect` must fail
-    // with an error, not hang or panic.
-    let refused =
-        RedisStore::connect_with(&url, RedisConfig::new().timeout(Duration::from_secs(2))).await;
-    assert!(refused.is_err(), "an unknown CA is refused");
+    // The same certificates through the configuration and the options.
+    let tls = Tls::new()
+        .ca_file(&certs.ca)
+        .client_cert_file(&certs.client_cert, &certs.client_key);
+    RedisStore::connect_with(&base, RedisConfig::new().tls(tls.clone()))
+        .await
+        .expect("RedisConfig::tls");
+    lock_core::connect_with(&base, ConnectOptions::new().tls(tls))
+        .await
+        .expect("ConnectOptions::tls");
 
+    let refused = |url: String| async move {
+        let error =
+            RedisStore::connect_with(&url, RedisConfig::new().timeout(Duration::from_secs(3)))
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{url} connected"));
+        error.chain().to_string()
+    };
+    // The webpki roots do not vouch for this CA.
+    let why = refused(format!("{base}?sslcert={client_cert}&sslkey={client_key}")).await;
+    assert!(why.contains("sslrootcert"), "names the CA: {why}");
+    let other = text(&certs.other_ca);
+    let why = refused(format!(
+        "{base}?sslrootcert={other}&sslcert={client_cert}&sslkey={client_key}"
+    ))
+    .await;
+    assert!(why.contains("sslrootcert"), "names the CA: {why}");
+    let why = refused(format!("{base}?sslrootcert={ca}")).await;
+    assert!(
+        why.contains("client certificate"),
+        "names the client certificate: {why}"
+    );
+    assert!(!why.contains("PRIVATE KEY"), "{why}");
+
+    // Words that only a single server takes are refused elsewhere.
+    let cluster = format!("rediss+cluster://127.0.0.1:{tls_port}?sslrootcert={ca}");
+    let why = lock_core::connect(&cluster)
+        .await
+        .err()
+        .expect("refused")
+        .chain()
+        .to_string();
+    assert!(why.contains("one Redis server only"), "{why}");
     drop(server);
 }

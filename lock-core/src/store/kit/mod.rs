@@ -91,7 +91,7 @@ pub use self::tls::Tls;
 #[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
 pub(crate) use self::tls::{Verify, client_config};
 #[allow(unused_imports)]
-pub(crate) use self::tls::{WORDS as TLS_WORDS, hint as tls_hint, take_words};
+pub(crate) use self::tls::{WORDS as TLS_WORDS, explained as tls_explained, take_words};
 pub use self::url::{invalid_url, percent_decode, redacted, scheme, scrub, secrets};
 pub use self::waiters::{Interest, Waiters, Watch};
 

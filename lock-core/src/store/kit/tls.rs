@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::deadline::BoxError;
 use super::url::percent_decode;
 
 /// The URL query words that give a [`Tls`]: the CA's file, the client
@@ -444,6 +445,26 @@ mod rustls_config {
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.0.supported_schemes()
         }
+    }
+}
+
+/// `error`, with what to do about it when it is one of the usual TLS
+/// failures (an unknown CA, a missing client certificate, a server that
+/// does not speak TLS): its whole chain then goes into one message.
+pub(crate) fn explained(error: BoxError) -> BoxError {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    match hint(&text) {
+        Some(hint) => format!("{text}; {hint}").into(),
+        None => error,
     }
 }
 

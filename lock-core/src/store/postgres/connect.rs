@@ -11,6 +11,7 @@ use super::listen::{self, Listener};
 use super::sql::{self, Statements};
 use super::sweep;
 use super::tls::{self, Link};
+use crate::store::kit::tls_explained;
 use super::{PostgresConfig, PostgresStore, Shared};
 use crate::store::kit::{Background, BoxError, Waiters};
 use crate::{Error, Result};
@@ -190,7 +191,7 @@ impl PostgresStore {
         let (leases, fences) = deadline
             .bound(setup)
             .await
-            .map_err(|e| Error::store("connect", shown.clone(), tls::explained(e.into_boxed())))?;
+            .map_err(|e| Error::store("connect", shown.clone(), tls_explained(e.into_boxed())))?;
         let statements = Statements::new(&leases, &fences);
         let waiters = Arc::new(Waiters::default());
         let connector = link.connector.clone();
@@ -205,7 +206,7 @@ impl PostgresStore {
             Error::store(
                 "listen for releases on",
                 shown.clone(),
-                tls::explained(format!("could not LISTEN: {e}").into()),
+                tls_explained(format!("could not LISTEN: {e}").into()),
             )
         })?;
         let mut tasks = Background::new();

@@ -18,7 +18,7 @@ use tokio_postgres::Socket;
 use tokio_postgres::config::SslMode as WireMode;
 use tokio_postgres::tls::MakeTlsConnect;
 
-use crate::store::kit::{BoxError, TLS_WORDS, Tls, take_words, tls_hint};
+use crate::store::kit::{TLS_WORDS, Tls, take_words};
 
 #[cfg(feature = "postgres-tls")]
 type Inner = tokio_postgres_rustls::MakeRustlsConnect;
@@ -146,26 +146,6 @@ pub(super) fn link(url: &str, configured: &Tls) -> Result<Link, String> {
         mode,
         connector,
     })
-}
-
-/// `error`, with what to do about it when it is one of the usual TLS
-/// failures (an unknown CA, a missing client certificate, a server that
-/// does not speak TLS): its whole chain then goes into one message.
-pub(super) fn explained(error: BoxError) -> BoxError {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    match tls_hint(&text) {
-        Some(hint) => format!("{text}; {hint}").into(),
-        None => error,
-    }
 }
 
 #[cfg(feature = "postgres-tls")]

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::store::kit::Tls;
+
 /// The default pub/sub channel releases are announced on.
 const DEFAULT_CHANNEL: &str = "lock-core:released";
 
@@ -27,6 +29,8 @@ pub struct RedisConfig {
     /// `replica_acks`: how many replicas must acknowledge each lease
     /// write, and how long to wait for them.
     pub(super) acks: Option<ReplicaAcks>,
+    /// The CA and client certificate for `rediss://`.
+    pub(super) tls: Tls,
 }
 
 /// How many replicas must acknowledge a lease write, within how long.
@@ -42,6 +46,7 @@ impl Default for RedisConfig {
             timeout: DEFAULT_TIMEOUT,
             channel: DEFAULT_CHANNEL.to_owned(),
             acks: None,
+            tls: Tls::new(),
         }
     }
 }
@@ -50,6 +55,15 @@ impl RedisConfig {
     /// The defaults: a 3 s timeout and the channel suffix `lock-core:released`.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The CA and client certificate for a `rediss://` server (with the
+    /// `redis-tls` feature), in place of the public CAs and no client
+    /// certificate. The URL's `sslrootcert`, `sslcert` and `sslkey` win
+    /// over it. For one server; Redis Cluster and Sentinel URLs refuse it
+    /// (build their TLS clients with the redis crate's `TlsCertificates`).
+    pub fn tls(self, tls: Tls) -> Self {
+        RedisConfig { tls, ..self }
     }
 
     /// The longest any one call (connect, acquire, release, extend...) may

@@ -18,7 +18,10 @@ use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
 use super::shared::{Connection, Shared};
 use super::wakeups::{Listener, Nodes};
-use crate::store::kit::{Background, CallError, Deadline, Waiters, Watch, redacted};
+use crate::store::kit::{
+    Background, CallError, Deadline, TLS_WORDS, Tls, Waiters, Watch, redacted, take_words,
+    tls_explained,
+};
 use crate::{Error, Result};
 
 /// The store's deadline for one call.
@@ -39,9 +42,28 @@ pub(super) fn write_deadline(config: &RedisConfig) -> Deadline {
     }
 }
 
-/// A client for `url`, or an error that says what a valid URL looks like
-/// (and never shows the URL's password).
-pub(super) fn open_client(url: &str) -> Result<Client> {
+/// The certificates `url`'s `sslrootcert`, `sslcert` and `sslkey` name,
+/// over `configured`, and the URL without those words.
+pub(super) fn certificates(url: &str, configured: &Tls) -> Result<(String, Tls)> {
+    let invalid = |why: String| Error::store("connect", redacted(url), why);
+    let (rest, words) = take_words(url, &TLS_WORDS).map_err(invalid)?;
+    let named = Tls::from_words(
+        words
+            .iter()
+            .map(|(word, value)| (word.as_str(), value.as_str())),
+    )
+    .map_err(invalid)?;
+    Ok((rest, configured.clone().overridden_by(named)))
+}
+
+/// A client for `url` with `configured` certificates, or an error that says
+/// what a valid URL looks like (and never shows the URL's password).
+pub(super) fn open_client(url: &str, configured: &Tls) -> Result<Client> {
+    let (url, tls) = certificates(url, configured)?;
+    let url = url.as_str();
+    if !tls.is_empty() {
+        return tls_client(url, &tls);
+    }
     Client::open(url).map_err(|e| {
         let shown = redacted(url);
         if e.to_string().contains("TLS") || url.starts_with("rediss") {
@@ -62,6 +84,62 @@ pub(super) fn open_client(url: &str) -> Result<Client> {
     })
 }
 
+/// A client for the `rediss://` server `url` that trusts `tls`'s CA and
+/// presents its client certificate.
+#[cfg(feature = "redis-tls")]
+fn tls_client(url: &str, tls: &Tls) -> Result<Client> {
+    let failed = |why: String| Error::store("connect", redacted(url), why);
+    if !url.to_ascii_lowercase().starts_with("rediss://") {
+        return Err(failed(
+            "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) is for TLS: write the URL as rediss://"
+                .to_owned(),
+        ));
+    }
+    let root_cert = tls.ca_bytes().map_err(failed)?.map(|ca| ca.into_owned());
+    let client_tls = tls
+        .identity_bytes()
+        .map_err(failed)?
+        .map(|(cert, key)| ::redis::ClientTlsConfig {
+            client_cert: cert.into_owned(),
+            client_key: key.into_owned(),
+        });
+    Client::build_with_tls(
+        url,
+        ::redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        },
+    )
+    .map_err(|e| failed(format!("{e}; check the CA and client certificate files (PEM)")))
+}
+
+/// Without TLS in this build: a CA or client certificate is refused.
+#[cfg(not(feature = "redis-tls"))]
+fn tls_client(url: &str, _: &Tls) -> Result<Client> {
+    Err(Error::store(
+        "connect",
+        redacted(url),
+        "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) needs TLS, and this build has none: enable lock-core's `redis-tls` feature",
+    ))
+}
+
+/// Refuses a CA or client certificate for a deployment whose TLS clients
+/// the store does not build from them (a cluster, the sentinels).
+pub(super) fn no_certificates(url: &str, configured: &Tls, deployment: &str) -> Result<()> {
+    let (_, tls) = certificates(url, configured)?;
+    if tls.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::store(
+            "connect",
+            redacted(url),
+            format!(
+                "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) is taken for one Redis server only, not for {deployment}; remove it, and use a server certificate a public CA signed"
+            ),
+        ))
+    }
+}
+
 /// A cluster client over the seed `urls`, and plain clients for the same
 /// nodes to subscribe through.
 pub(super) fn cluster_clients(
@@ -75,9 +153,12 @@ pub(super) fn cluster_clients(
             "no cluster node URLs were given; pass at least one, for example \"redis://10.0.0.1:6379\"",
         ));
     }
+    for url in urls {
+        no_certificates(url, &config.tls, "a Redis Cluster")?;
+    }
     let subscribers = urls
         .iter()
-        .map(|url| open_client(url))
+        .map(|url| open_client(url, &Tls::new()))
         .collect::<Result<Vec<_>>>()?;
     let client = ClusterClient::builder(urls.iter().copied())
         .connection_timeout(config.timeout)
@@ -282,5 +363,5 @@ async fn listen(
 }
 
 fn connect_error(node: &str, error: CallError<RedisError>) -> Error {
-    Error::store("connect", node, error)
+    Error::store("connect", node, tls_explained(Box::new(error)))
 }

@@ -324,12 +324,13 @@ impl RedisStore {
     /// As [`connect`](RedisStore::connect).
     pub async fn connect_with(url: &str, config: RedisConfig) -> Result<RedisStore> {
         if sentinel::is_sentinel_url(url) {
+            connect::no_certificates(url, &config.tls, "Redis behind Sentinel")?;
             let shared = connect::sentinel(url, config).await?;
             return Ok(RedisStore {
                 shared: Arc::new(shared),
             });
         }
-        let client = connect::open_client(url)?;
+        let client = connect::open_client(url, &config.tls)?;
         Self::from_client(client, config).await
     }
 

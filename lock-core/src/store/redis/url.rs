@@ -82,7 +82,11 @@ fn cluster_seeds(url: &str, plain: &str, rest: &str) -> Result<Vec<String>> {
 /// Opens the store a URL of this store's schemes names, set up with
 /// `options`: this store's entry in [`connect`](crate::connect)'s table.
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
-    Box::pin(connect(url, options.store(RedisConfig::timeout)))
+    let mut config = options.store(RedisConfig::timeout);
+    if let Some(tls) = options.tls_given() {
+        config = config.tls(tls.clone());
+    }
+    Box::pin(connect(url, config))
 }
 
 impl ConnectOptions {
