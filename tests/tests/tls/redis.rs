@@ -106,8 +106,7 @@ async fn leases_and_wakeups_work_over_tls() {
     let cluster = format!("rediss+cluster://127.0.0.1:{tls_port}?sslrootcert={ca}");
     let why = lock_core::connect(&cluster)
         .await
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .chain()
         .to_string();
     assert!(why.contains("one Redis server only"), "{why}");
