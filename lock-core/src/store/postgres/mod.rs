@@ -77,6 +77,38 @@ const MAX_PAYLOAD: usize = 7000;
 /// nothing kept in the session. The `LISTEN` connection needs a session in
 /// any case (straight to PostgreSQL, or a PgBouncer session pool).
 ///
+/// # TLS
+///
+/// With the `postgres-tls` feature, the URL's `sslmode` says whether and
+/// how: `disable` (plain), `prefer` (the default, as libpq's: TLS when the
+/// server offers it, its certificate unchecked, else plain), `require`
+/// (TLS, the certificate unchecked unless a CA is given), `verify-ca` (the
+/// certificate signed by the CA) and `verify-full` (and naming the host
+/// dialled). The CA is `sslrootcert=PATH` (without it, the public CAs);
+/// `sslcert=PATH&sslkey=PATH` is a client certificate, for `cert`
+/// authentication or `clientcert=` in `pg_hba.conf`. The same can come
+/// from [`PostgresConfig::tls`] or [`ConnectOptions::tls`](crate::ConnectOptions::tls);
+/// the URL's words win.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> lock_core::Result<()> {
+/// use lock_core::PostgresStore;
+///
+/// let store = PostgresStore::connect(
+///     "postgres://app@db.internal/app?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem",
+/// )
+/// .await?;
+/// # let _ = store;
+/// # Ok(()) }
+/// ```
+///
+/// Every connection the store opens goes the same way: the pool's, the
+/// `LISTEN` connection's and the cancel requests' (with
+/// [`from_pool`](PostgresStore::from_pool), the latter two, from the
+/// listen URL). A connect that fails for a certificate says so and names
+/// the setting to change. Without the feature, connections are plain, and
+/// `require`, `verify-*` or a certificate are refused at connect.
+///
 /// # The tables
 ///
 /// ```sql
