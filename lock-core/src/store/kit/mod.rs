@@ -88,7 +88,11 @@ pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl}
 pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::tasks::Background;
 pub use self::tls::Tls;
-#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[cfg(any(
+    feature = "postgres-tls",
+    feature = "memcached-tls",
+    feature = "etcd-tls"
+))]
 pub(crate) use self::tls::{Verify, client_config};
 #[allow(unused_imports)]
 pub(crate) use self::tls::{WORDS as TLS_WORDS, hint as tls_hint, take_words};
