@@ -4,17 +4,22 @@
 //! cluster for the failover tests. Without either the tests skip loudly,
 //! and under `CI=true` they fail.
 //!
+//! [`start_tls`] starts a member of its own that speaks only TLS to its
+//! clients and asks each for a certificate, for the TLS tests.
+//!
 //! A cluster's Raft leader is found with
 //! [`EtcdCluster::leader_index`] (each member's status from etcd's HTTP
 //! gateway), so a test can kill or restart exactly the leader.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use lock_core::{EtcdStore, LockManager};
 
+use crate::certs::{Certificates, openssl_installed};
 use crate::harness::{free_port, unavailable};
 use crate::kept::KeptDir;
 use crate::server::{Server, installed};
@@ -124,6 +129,112 @@ fn wait_healthy(ports: &[u16]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Starts one etcd member that serves its clients over TLS only
+/// (`https://127.0.0.1:<port>`) with the server certificate of `certs`,
+/// and asks every client for a certificate signed by their CA
+/// (`--client-cert-auth`); waits until it reports a leader (asked over
+/// TLS, with the client certificate). `None` (after the notice) when etcd
+/// or openssl is missing; a member that does not come up panics.
+pub fn start_tls(certs: &Certificates) -> Option<Server> {
+    if !installed("etcd") {
+        return unavailable(
+            "the etcd TLS tests",
+            "etcd is not on PATH (apt-get install etcd-server)",
+        );
+    }
+    if !openssl_installed() {
+        return unavailable(
+            "the etcd TLS tests",
+            "openssl is not on PATH (apt-get install openssl)",
+        );
+    }
+    let file = |path: &std::path::Path| Certificates::text(path);
+    let (cert, key, ca) = (
+        file(&certs.server_cert),
+        file(&certs.server_key),
+        file(&certs.ca),
+    );
+    let mut args = member_args("m0", "m0=http://127.0.0.1:{peer}", "{dir}/data");
+    for arg in &mut args {
+        // The clients' side over TLS; the (unused) peer side stays plain.
+        if arg == "http://127.0.0.1:{port}" {
+            *arg = "https://127.0.0.1:{port}".to_owned();
+        }
+    }
+    args.extend(
+        [
+            "--cert-file",
+            &cert,
+            "--key-file",
+            &key,
+            "--trusted-ca-file",
+            &ca,
+            "--client-cert-auth",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Server::start("etcd", &args, listening).and_then(|server| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match healthy_tls(server.port, certs) {
+                Ok(()) => return Ok(server),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(io::Error::other(format!(
+                        "the TLS member on {}: {e}",
+                        server.port
+                    )));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    });
+    Some(started.unwrap_or_else(|e| panic!("starting etcd with TLS: {e}")))
+}
+
+/// Answers when the TLS member on `port` says it is healthy (it has a
+/// leader): `GET /health` through `openssl s_client`, trusting the CA of
+/// `certs` and presenting their client certificate.
+pub fn healthy_tls(port: u16, certs: &Certificates) -> io::Result<()> {
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-quiet", "-ign_eof", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-CAfile")
+        .arg(&certs.ca)
+        .arg("-cert")
+        .arg(&certs.client_cert)
+        .arg("-key")
+        .arg(&certs.client_key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let request = b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(request)?;
+    }
+    // The member closes the connection after its answer; one that does
+    // not answer is given up on after a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while child.try_wait()?.is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other("no answer to GET /health within 5 s"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut reply = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout.read_to_string(&mut reply)?;
+    }
+    if reply.contains("\"health\":\"true\"") {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("not healthy: {reply:?}")))
+    }
 }
 
 /// `http://127.0.0.1:<port>`.

@@ -3,16 +3,19 @@
 use std::fmt;
 use std::time::Duration;
 
-/// How an [`EtcdStore`](super::EtcdStore) behaves: its time bound and its
-/// credentials.
+use crate::store::kit::Tls;
+
+/// How an [`EtcdStore`](super::EtcdStore) behaves: its time bound, its
+/// credentials and the certificates of its TLS connections.
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::EtcdConfig;
+/// use lock_core::{EtcdConfig, Tls};
 ///
 /// let config = EtcdConfig::new()
 ///     .timeout(Duration::from_secs(2))
-///     .user("locks", "s3cret");
+///     .user("locks", "s3cret")
+///     .tls(Tls::new().ca_file("/etc/etcd/ca.pem"));
 /// assert!(!format!("{config:?}").contains("s3cret"));
 /// ```
 #[derive(Clone)]
@@ -20,6 +23,7 @@ use std::time::Duration;
 pub struct EtcdConfig {
     pub(super) timeout: Duration,
     pub(super) user: Option<(String, String)>,
+    pub(super) tls: Option<Tls>,
 }
 
 impl Default for EtcdConfig {
@@ -27,12 +31,15 @@ impl Default for EtcdConfig {
         EtcdConfig {
             timeout: Duration::from_secs(3),
             user: None,
+            tls: None,
         }
     }
 }
 
 impl EtcdConfig {
-    /// The defaults: a 3 s timeout, no authentication.
+    /// The defaults: a 3 s timeout, no authentication, and for `https://`
+    /// endpoints the public CAs (the webpki roots) and no client
+    /// certificate.
     pub fn new() -> Self {
         Self::default()
     }
@@ -62,6 +69,37 @@ impl EtcdConfig {
             ..self
         }
     }
+
+    /// The CA that vouches for the members and the client certificate to
+    /// present, for `https://` endpoints (which need lock-core's
+    /// `etcd-tls` feature): with a CA, only that CA is trusted; without
+    /// one, the public CAs (the webpki roots) are. A client certificate
+    /// answers a cluster started with `--client-cert-auth`.
+    ///
+    /// TLS is used when the endpoints are `https://`; a `Tls` given for
+    /// `http://` endpoints is refused at connect rather than left unused,
+    /// and so is a mix of `http://` and `https://` endpoints. Through
+    /// [`connect`](crate::connect()), the URL's `sslrootcert`, `sslcert` and
+    /// `sslkey` and [`ConnectOptions::tls`](crate::ConnectOptions::tls)
+    /// win over this. `Debug` shows where the certificates come from,
+    /// never a key.
+    ///
+    /// ```
+    /// use lock_core::{EtcdConfig, Tls};
+    ///
+    /// let config = EtcdConfig::new().tls(
+    ///     Tls::new()
+    ///         .ca_file("/etc/etcd/ca.pem")
+    ///         .client_cert_file("/etc/etcd/locks.pem", "/etc/etcd/locks-key.pem"),
+    /// );
+    /// # let _ = config;
+    /// ```
+    pub fn tls(self, tls: Tls) -> Self {
+        EtcdConfig {
+            tls: Some(tls),
+            ..self
+        }
+    }
 }
 
 impl fmt::Debug for EtcdConfig {
@@ -69,6 +107,7 @@ impl fmt::Debug for EtcdConfig {
         f.debug_struct("EtcdConfig")
             .field("timeout", &self.timeout)
             .field("user", &self.user.as_ref().map(|(user, _)| user))
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

@@ -1,26 +1,34 @@
-//! Connecting an [`EtcdStore`]: reaching the cluster (authenticated when
-//! the configuration names a user), reading the shortest lease it grants,
-//! and starting the watch stream.
+//! Connecting an [`EtcdStore`]: reaching the cluster (over TLS for
+//! `https://` endpoints, authenticated when the configuration names a
+//! user), reading the shortest lease it grants, and starting the watch
+//! stream.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use etcd_client::{Client, ConnectOptions};
 
 use super::watch::Watches;
-use super::{EtcdConfig, EtcdStore, Shared};
+use super::{EtcdConfig, EtcdStore, Shared, tls};
 use crate::store::kit::{Background, Deadline, Waiters};
 use crate::{Error, Result};
 
 impl EtcdStore {
     /// Connects to an etcd cluster through `endpoints`
-    /// (`http://host:2379`), with the default [`EtcdConfig`]. Give every
-    /// member: requests go to any that answers.
+    /// (`http://host:2379`, or `https://host:2379` with the `etcd-tls`
+    /// feature), with the default [`EtcdConfig`]. Give every member:
+    /// requests go to any that answers.
     ///
     /// # Errors
     ///
     /// [`Error::Store`] when no endpoint is given or none answers within
-    /// the timeout.
+    /// the timeout; when the endpoints mix `http://` and `https://`, or
+    /// are `https://` (or a [`Tls`](crate::Tls) is given) in a build
+    /// without the `etcd-tls` feature; and when the TLS handshake fails,
+    /// its cause said (the server's certificate not signed by the CA
+    /// given, a client certificate the server wants and was not given).
     pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<EtcdStore> {
         Self::connect_with(endpoints, EtcdConfig::default()).await
     }
@@ -46,10 +54,12 @@ impl EtcdStore {
                 "no endpoints were given; pass the members' client URLs, like \"http://127.0.0.1:2379\"",
             ));
         }
-        let mut options = ConnectOptions::new()
+        let options = ConnectOptions::new()
             .with_connect_timeout(config.timeout)
             .with_timeout(config.timeout)
             .with_keep_alive(Duration::from_secs(5), config.timeout);
+        let (mut options, over_tls) = tls::apply(options, &endpoints, config.tls.as_ref())
+            .map_err(|why| Error::store("connect", shown.clone(), why))?;
         if let Some((user, password)) = &config.user {
             // etcd forgets a token once it goes unused for its
             // `--auth-token-ttl` (or, for JWT tokens, once it expires): a
@@ -59,6 +69,7 @@ impl EtcdStore {
                 .with_user(user.clone(), password.clone())
                 .with_auto_token_refresh(true);
         }
+        let started = Instant::now();
         let deadline = Deadline::after(config.timeout, "EtcdConfig::timeout");
         let connecting = async {
             let mut client = Client::connect(&endpoints, Some(options)).await?;
@@ -77,10 +88,14 @@ impl EtcdStore {
             };
             Ok::<_, etcd_client::Error>((client, min_ttl, ranges))
         };
-        let (client, min_ttl, ranges) = deadline
-            .bound(connecting)
-            .await
-            .map_err(|e| Error::store("connect", shown.clone(), e))?;
+        let (client, min_ttl, ranges) = match deadline.bound(connecting).await {
+            Ok(connected) => connected,
+            Err(e) => {
+                let left = config.timeout.saturating_sub(started.elapsed());
+                let why = tls::failure(e, &endpoints, over_tls.as_ref(), left).await;
+                return Err(Error::store("connect", shown, why));
+            }
+        };
         let waiters = Arc::new(Waiters::default());
         let mut tasks = Background::new();
         let watches = Watches::start(

@@ -2,7 +2,8 @@
 //! minority of members, and fencing tokens are the cluster's revisions.
 //!
 //! One job per file: [`config`] (the settings), [`connect`] (reaching the
-//! cluster and reading its shortest lease), [`leases`] (each etcd lease
+//! cluster and reading its shortest lease), [`tls`] (`https://`
+//! endpoints and their certificates), [`leases`] (each etcd lease
 //! accounted for until a key is on it or it is given back), [`watch`] (the
 //! one watch stream that wakes waiters); this file is the store and its
 //! operations.
@@ -13,6 +14,7 @@ mod keys;
 mod leases;
 mod listing;
 mod read;
+mod tls;
 pub(crate) mod url;
 mod watch;
 
@@ -54,6 +56,19 @@ use crate::{Error, Holder, Result};
 /// # let _ = ran;
 /// # Ok(()) }
 /// ```
+///
+/// # TLS
+///
+/// With the `etcd-tls` feature, `https://` endpoints connect over TLS:
+/// [`EtcdConfig::tls`] names the CA that vouches for the members (without
+/// one, the public CAs) and the client certificate a cluster started with
+/// `--client-cert-auth` asks for; through [`connect`](crate::connect()) the
+/// URL says the same with `?sslrootcert=PATH&sslcert=PATH&sslkey=PATH`
+/// after the last member. A member whose certificate the CA did not sign,
+/// or that wants a client certificate it was not given, fails the connect
+/// with an [`Error::Store`] that says which. Endpoints that mix `http://`
+/// and `https://` are refused, and so are `https://` endpoints in a build
+/// without the feature.
 ///
 /// # The operations
 ///

@@ -1,6 +1,8 @@
 //! etcd URLs as a store: `etcd://[user:password@]host:port[,host:port...]`
 //! (`etcd://` is plain `http://`), or the members' client URLs,
-//! `http://host:2379[,http://host:2379...]` (`https://` likewise).
+//! `http://host:2379[,http://host:2379...]` (`https://` likewise, over
+//! TLS). After the last member, `https://` URLs take the query words every
+//! store takes for TLS: `?sslrootcert=PATH&sslcert=PATH&sslkey=PATH`.
 //!
 //! etcd-client takes the endpoints without credentials, and the user
 //! apart ([`EtcdConfig::user`]): this file splits them, so that no
@@ -8,12 +10,13 @@
 
 use super::{EtcdConfig, EtcdStore};
 use crate::store::BoxFuture;
-use crate::store::kit::{invalid_url, percent_decode, scheme};
+use crate::store::kit::{TLS_WORDS, Tls, invalid_url, percent_decode, scheme, take_words};
 use crate::{ConnectOptions, LockManager, Result};
 
-/// A manager over the etcd cluster `url` names.
-async fn connect(url: &str, config: EtcdConfig) -> Result<LockManager> {
-    let (endpoints, config) = members(url, config)?;
+/// A manager over the etcd cluster `url` names, with `tls` (from
+/// [`ConnectOptions::tls`]) over the configuration's for `https://`.
+async fn connect(url: &str, config: EtcdConfig, tls: Option<Tls>) -> Result<LockManager> {
+    let (endpoints, config) = members(url, config, tls)?;
     Ok(LockManager::new(
         EtcdStore::connect_with(&endpoints, config).await?,
     ))
@@ -22,11 +25,22 @@ async fn connect(url: &str, config: EtcdConfig) -> Result<LockManager> {
 /// The endpoints `url` lists, without credentials, and `config` with the
 /// URL's user when it gives one. A member given without a scheme takes the
 /// one before it.
-fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig)> {
+///
+/// For `https://` members, `config`'s [`Tls`] is overridden by `given`
+/// (from [`ConnectOptions::tls`]), and both by the URL's `sslrootcert`,
+/// `sslcert` and `sslkey`; those words with plain members are refused.
+fn members(
+    url: &str,
+    mut config: EtcdConfig,
+    given: Option<Tls>,
+) -> Result<(Vec<String>, EtcdConfig)> {
+    let (list, words) = take_words(url, &TLS_WORDS).map_err(|why| invalid_url(url, why))?;
+    let from_url = Tls::from_words(words.iter().map(|(word, value)| (&**word, &**value)))
+        .map_err(|why| invalid_url(url, why))?;
     let mut endpoints = Vec::new();
     let mut user: Option<(String, String)> = None;
     let mut last_scheme = String::from("http");
-    for part in url.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let rest = match scheme(part) {
             Some((scheme, rest)) => {
                 last_scheme = if scheme == "etcd" {
@@ -58,6 +72,13 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
             None => rest,
         };
         let host = host.trim_end_matches('/');
+        if host.contains('?') {
+            return Err(invalid_url(
+                url,
+                "its query says what etcd URLs do not take: after the last member, \
+                 only sslrootcert, sslcert and sslkey (for https://)",
+            ));
+        }
         if host.is_empty() || host.contains('/') {
             return Err(invalid_url(
                 url,
@@ -76,19 +97,36 @@ fn members(url: &str, mut config: EtcdConfig) -> Result<(Vec<String>, EtcdConfig
     if let Some((name, password)) = user {
         config = config.user(name, password);
     }
+    if endpoints.iter().any(|endpoint| endpoint.starts_with("https://")) {
+        let mut tls = config.tls.take();
+        let words = (!from_url.is_empty()).then_some(from_url);
+        for over in given.into_iter().chain(words) {
+            tls = Some(tls.unwrap_or_default().overridden_by(over));
+        }
+        config.tls = tls;
+    } else if !words.is_empty() {
+        return Err(invalid_url(
+            url,
+            "sslrootcert, sslcert and sslkey are for TLS, and these members are plain \
+             http (as etcd:// is): write them as https://host:port",
+        ));
+    }
     Ok((endpoints, config))
 }
 
 /// Opens the store a URL of this store's schemes names, set up with
 /// `options`: this store's entry in [`connect`](crate::connect)'s table.
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
-    Box::pin(connect(url, options.store(EtcdConfig::timeout)))
+    let tls = options.tls_given().cloned();
+    Box::pin(connect(url, options.store(EtcdConfig::timeout), tls))
 }
 
 impl ConnectOptions {
-    /// How an `etcd://` (or `http://`) URL's store behaves. A user given in
-    /// the URL (`etcd://user:password@host:2379`) wins over one set with
-    /// [`EtcdConfig::user`].
+    /// How an `etcd://` (or `http://`, `https://`) URL's store behaves. A
+    /// user given in the URL (`etcd://user:password@host:2379`) wins over
+    /// one set with [`EtcdConfig::user`]; for `https://` members,
+    /// [`ConnectOptions::tls`] wins over [`EtcdConfig::tls`], and the URL's
+    /// `sslrootcert`, `sslcert` and `sslkey` over both.
     pub fn etcd(self, config: EtcdConfig) -> Self {
         self.with_store(config)
     }
@@ -104,8 +142,8 @@ mod tests {
 
     #[test]
     fn an_etcd_url_lists_its_members_over_http_and_gives_its_user_apart() {
-        let (endpoints, config) =
-            members("etcd://locks:s%40cret@a:2379, b:2379/", EtcdConfig::new()).expect("parse");
+        let url = "etcd://locks:s%40cret@a:2379, b:2379/";
+        let (endpoints, config) = members(url, EtcdConfig::new(), None).expect("parse");
         assert_eq!(endpoints, ["http://a:2379", "http://b:2379"]);
         assert_eq!(
             user_of(&config),
@@ -117,10 +155,10 @@ mod tests {
             "no password in the endpoints, which errors and Debug show"
         );
         let (endpoints, config) =
-            members("http://a:1,http://b:2", EtcdConfig::new()).expect("parse");
+            members("http://a:1,http://b:2", EtcdConfig::new(), None).expect("parse");
         assert_eq!(endpoints, ["http://a:1", "http://b:2"]);
         assert_eq!(user_of(&config), None);
-        let (endpoints, _) = members("https://a:1,b:2", EtcdConfig::new()).expect("parse");
+        let (endpoints, _) = members("https://a:1,b:2", EtcdConfig::new(), None).expect("parse");
         assert_eq!(
             endpoints,
             ["https://a:1", "https://b:2"],
@@ -135,7 +173,7 @@ mod tests {
             "etcd://u:hunter2@a:1,http://v:hunter2@b:2",
             "etcd://u:hunter2@a:1/keys",
         ] {
-            let error = members(bad, EtcdConfig::new()).expect_err(bad);
+            let error = members(bad, EtcdConfig::new(), None).expect_err(bad);
             let text = error.to_string();
             assert!(
                 matches!(error, crate::Error::InvalidUrl { .. }),
@@ -145,6 +183,63 @@ mod tests {
                 text.contains("etcd://"),
                 "{bad}: says how to write one: {text}"
             );
+            assert!(!text.contains("hunter2"), "{bad}: password shown: {text}");
+        }
+    }
+
+    #[test]
+    fn the_tls_words_follow_the_last_member_and_win_over_the_options() {
+        let (endpoints, config) = members(
+            "https://locks:pw@a:1,b:2/?sslrootcert=%2Fetc%2Fca.pem&sslcert=c.pem&sslkey=k.pem",
+            EtcdConfig::new().tls(Tls::new().ca_file("/configured")),
+            Some(Tls::new().ca_file("/options").client_cert_file("oc", "ok")),
+        )
+        .expect("parse");
+        assert_eq!(endpoints, ["https://a:1", "https://b:2"]);
+        assert_eq!(
+            config.tls,
+            Some(
+                Tls::new()
+                    .ca_file("/etc/ca.pem")
+                    .client_cert_file("c.pem", "k.pem")
+            ),
+            "the URL's words win over the options' and the configuration's"
+        );
+        let (_, config) = members(
+            "https://a:1",
+            EtcdConfig::new().tls(Tls::new().ca_file("/configured").client_cert_file("c", "k")),
+            Some(Tls::new().ca_file("/options")),
+        )
+        .expect("parse");
+        assert_eq!(
+            config.tls,
+            Some(Tls::new().ca_file("/options").client_cert_file("c", "k")),
+            "the options' CA over the configuration's, its client certificate kept"
+        );
+        let (_, config) = members("https://a:1", EtcdConfig::new(), None).expect("parse");
+        assert_eq!(config.tls, None, "nothing given: the public CAs");
+        let (_, config) = members("etcd://a:1", EtcdConfig::new(), Some(Tls::new().ca_file("/o")))
+            .expect("options' certificates are for whichever store is over TLS");
+        assert_eq!(config.tls, None, "plain members leave the options' Tls unused");
+    }
+
+    #[test]
+    fn tls_words_on_plain_members_or_without_their_pair_are_refused() {
+        for (bad, says) in [
+            ("etcd://a:1?sslrootcert=/ca.pem", "https://"),
+            ("http://a:1,http://b:2?sslrootcert=/ca.pem", "https://"),
+            ("https://a:1?sslcert=/c.pem", "sslkey"),
+            ("https://a:1?sslkey=/k.pem", "sslcert"),
+            ("https://a:1?sslrootcert=", "path"),
+            ("https://u:hunter2@a:1?timeout=3", "sslrootcert"),
+        ] {
+            let error = members(bad, EtcdConfig::new(), None).expect_err(bad);
+            let text = error.to_string();
+            assert!(
+                matches!(error, crate::Error::InvalidUrl { .. }),
+                "{bad}: {error:?}"
+            );
+            assert!(text.contains(says), "{bad}: {text}");
             assert!(!text.contains("hunter2"), "{bad}: password shown: {text}");
         }
     }

@@ -88,10 +88,16 @@ pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl}
 pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::tasks::Background;
 pub use self::tls::Tls;
-#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[cfg(any(
+    feature = "postgres-tls",
+    feature = "memcached-tls",
+    feature = "etcd-tls"
+))]
 pub(crate) use self::tls::{Verify, client_config};
 #[allow(unused_imports)]
-pub(crate) use self::tls::{WORDS as TLS_WORDS, explained as tls_explained, take_words};
+pub(crate) use self::tls::{
+    WORDS as TLS_WORDS, explained as tls_explained, hint as tls_hint, take_words,
+};
 pub use self::url::{invalid_url, percent_decode, redacted, scheme, scrub, secrets};
 pub use self::waiters::{Interest, Waiters, Watch};
 

@@ -264,7 +264,11 @@ pub(crate) fn take_words(
 
 /// How much of the server's certificate a TLS connection checks: the
 /// levels of PostgreSQL's `sslmode`.
-#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[cfg(any(
+    feature = "postgres-tls",
+    feature = "memcached-tls",
+    feature = "etcd-tls"
+))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verify {
     /// Its chain to a trusted CA, and that it names the host dialled
@@ -277,10 +281,18 @@ pub(crate) enum Verify {
     Nothing,
 }
 
-#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[cfg(any(
+    feature = "postgres-tls",
+    feature = "memcached-tls",
+    feature = "etcd-tls"
+))]
 pub(crate) use rustls_config::client_config;
 
-#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+#[cfg(any(
+    feature = "postgres-tls",
+    feature = "memcached-tls",
+    feature = "etcd-tls"
+))]
 mod rustls_config {
     use std::sync::Arc;
 
