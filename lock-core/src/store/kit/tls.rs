@@ -49,6 +49,9 @@ pub struct Tls {
     identity: Option<(Pem, Pem)>,
 }
 
+/// A client certificate's PEM and its key's.
+pub(crate) type PemPair<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
 /// Where one PEM document comes from.
 #[derive(Clone, PartialEq, Eq)]
 enum Pem {
@@ -158,7 +161,7 @@ impl Tls {
     }
 
     /// The client certificate's and key's PEM, when they were given.
-    pub(crate) fn identity_bytes(&self) -> Result<Option<(Cow<'_, [u8]>, Cow<'_, [u8]>)>, String> {
+    pub(crate) fn identity_bytes(&self) -> Result<Option<PemPair<'_>>, String> {
         match &self.identity {
             Some((cert, key)) => Ok(Some((
                 cert.read("client certificate (sslcert)")?,
