@@ -1,16 +1,20 @@
 //! Real memcached servers for the tests: found through `MEMCACHED_URL`, or
 //! started with `memcached` from `PATH` on a free port (see
 //! [`server`](crate::server)). Without either the tests skip loudly, and
-//! under `CI=true` they fail.
+//! under `CI=true` they fail. A memcached serving TLS ([`start_tls`],
+//! [`memcached_tls`]) is always one the tests start, with certificates they
+//! make.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use lock_core::{LockManager, MemcachedStore};
 
+use crate::certs::{Certificates, openssl_installed};
 use crate::harness::unavailable;
 use crate::server::{Server, installed};
 
@@ -50,6 +54,13 @@ fn start_server() -> io::Result<Server> {
 }
 
 fn start_server_with(extra: &[&str]) -> io::Result<Server> {
+    start_server_with_ready(extra, ready)
+}
+
+fn start_server_with_ready(
+    extra: &[&str],
+    ready: impl Fn(u16) -> io::Result<()>,
+) -> io::Result<Server> {
     // memcached refuses to run as root unless told which user to be.
     let root = Command::new("id")
         .arg("-u")
@@ -120,4 +131,135 @@ pub async fn memcached_manager() -> Option<LockManager> {
             .await
             .unwrap_or_else(|e| panic!("connecting to {url}: {e}")),
     ))
+}
+
+/// A memcached that speaks only TLS and wants a client certificate signed
+/// by its CA (`-Z -o ssl_verify_mode=2`), and the files a client needs to
+/// reach it (or to fail to), kept in the server's directory: they live as
+/// long as it does.
+#[derive(Clone, Debug)]
+pub struct TlsMemcached {
+    /// The port it listens on, for TLS only.
+    pub port: u16,
+    /// The CA that signed its certificate and the client's.
+    pub ca: PathBuf,
+    /// A CA that signed neither.
+    pub other_ca: PathBuf,
+    /// A client certificate it trusts.
+    pub client_cert: PathBuf,
+    /// The client certificate's key.
+    pub client_key: PathBuf,
+}
+
+impl TlsMemcached {
+    /// `memcaches://127.0.0.1:<port>` with every certificate it needs in
+    /// the query.
+    pub fn url(&self) -> String {
+        format!(
+            "memcaches://127.0.0.1:{}?sslrootcert={}&sslcert={}&sslkey={}",
+            self.port,
+            self.ca.display(),
+            self.client_cert.display(),
+            self.client_key.display()
+        )
+    }
+}
+
+/// Answers when the TLS memcached on `port` completes a handshake in which
+/// both sides' certificates check out.
+fn tls_ready(port: u16, ca: &Path, client_cert: &Path, client_key: &Path) -> io::Result<()> {
+    let status = Command::new("openssl")
+        .args(["s_client", "-brief", "-verify_return_error", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-CAfile")
+        .arg(ca)
+        .arg("-cert")
+        .arg(client_cert)
+        .arg("-key")
+        .arg(client_key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("openssl s_client: {status}")))
+    }
+}
+
+/// A memcached of the test's own serving TLS on a free port (see
+/// [`TlsMemcached`]), or `None` (after the notice) when `memcached` or
+/// `openssl` is not installed.
+pub fn start_tls() -> Option<(Server, TlsMemcached)> {
+    if !installed("memcached") || !openssl_installed() {
+        return unavailable(
+            "a test that needs a memcached serving TLS",
+            "memcached or openssl is not on PATH (apt-get install memcached openssl)",
+        );
+    }
+    Some(start_tls_server().unwrap_or_else(|e| panic!("starting memcached with TLS: {e}")))
+}
+
+fn start_tls_server() -> io::Result<(Server, TlsMemcached)> {
+    let certs = Certificates::make()?;
+    let options = format!(
+        "ssl_chain_cert={},ssl_key={},ssl_ca_cert={},ssl_verify_mode=2",
+        certs.server_cert.display(),
+        certs.server_key.display(),
+        certs.ca.display()
+    );
+    let server = start_server_with_ready(&["-Z", "-o", &options], |port| {
+        tls_ready(port, &certs.ca, &certs.client_cert, &certs.client_key)
+    })?;
+    // memcached has read its own files; the client's move to the server's
+    // directory, removed with it, and the rest go with `certs`.
+    let copy = |from: &Path| -> io::Result<PathBuf> {
+        let to = server.dir().join(from.file_name().unwrap_or_default());
+        std::fs::copy(from, &to)?;
+        Ok(to)
+    };
+    let tls = TlsMemcached {
+        port: server.port,
+        ca: copy(&certs.ca)?,
+        other_ca: copy(&certs.other_ca)?,
+        client_cert: copy(&certs.client_cert)?,
+        client_key: copy(&certs.client_key)?,
+    };
+    Ok((server, tls))
+}
+
+/// The TLS memcached shared by this test binary, or `None` (after the
+/// notice).
+pub fn memcached_tls() -> Option<TlsMemcached> {
+    static SHARED: OnceLock<Result<TlsMemcached, String>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        let found = (|| {
+            if !installed("memcached") || !openssl_installed() {
+                return Err(
+                    "memcached or openssl is not on PATH (apt-get install memcached openssl)"
+                        .to_owned(),
+                );
+            }
+            let (server, tls) =
+                start_tls_server().map_err(|e| format!("memcached with TLS: {e}"))?;
+            // Lives until the process ends; the watchdog then stops it and
+            // removes its directory, the certificates with it.
+            std::mem::forget(server);
+            let what = format!("a memcached of its own serving TLS on port {}", tls.port);
+            Ok((tls, what))
+        })();
+        crate::harness::announce(
+            "memcached over TLS",
+            &found
+                .as_ref()
+                .map(|(_, what)| what.clone())
+                .map_err(Clone::clone),
+        );
+        found.map(|(tls, _)| tls)
+    });
+    match shared {
+        Ok(tls) => Some(tls.clone()),
+        Err(why) => unavailable("memcached TLS tests", why),
+    }
 }

@@ -7,7 +7,7 @@
 //! watchdog kills the server and removes its directory.
 
 use std::io::{self, BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,12 @@ impl Server {
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
+    }
+
+    /// Its directory, removed when it stops: a place for files that must
+    /// live as long as it does.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Kills the server with `SIGKILL` and waits until it is gone; the port

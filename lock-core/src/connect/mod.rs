@@ -53,7 +53,7 @@ use crate::{Error, LockManager, Result};
 /// | several of those, separated by commas | `RedisStore::cluster_with`, a cluster through these seed nodes | `redis` | `redis://host:port,redis://host:port` |
 /// | `redis+cluster://`, `rediss+cluster://` (TLS) | the same | `redis` | `[user:password@]host:port[,host:port...]` |
 /// | `redis+sentinel://`, `rediss+sentinel://` (TLS) | `RedisStore::connect_with`, the primary behind Sentinel | `redis` | `[user:password@]sentinel[:port][,sentinel[:port]...]/service[?db=N&sentinel_password=...]` |
-/// | `memcache://`, `memcached://` | `MemcachedStore` | `memcached` | `host[:port]`, without credentials |
+/// | `memcache://`, `memcached://`, `memcaches://` (TLS) | `MemcachedStore` | `memcached` (TLS: `memcached-tls`) | `host[:port]`, without credentials; with `memcaches://`, `[?sslrootcert=PATH][&sslcert=PATH&sslkey=PATH]` |
 /// | `postgres://`, `postgresql://` | `PostgresStore` | `postgres` | `[user[:password]@]host[:port][/database][?setting=value...]` |
 /// | `etcd://`, `http://`, `https://` | `EtcdStore` | `etcd` | `[user:password@]host:port[,host:port...]` (`etcd://` speaks `http://`); or the members' URLs separated by commas |
 ///

@@ -73,7 +73,7 @@ pub(super) const STORES: &[Store] = &[
         "memcached",
         feature = "memcached",
         memcached,
-        ["memcache", "memcached"]
+        ["memcache", "memcached", "memcaches"]
     ),
     store!(
         "PostgreSQL",
@@ -184,6 +184,7 @@ mod tests {
         assert_eq!(store("Redis+Sentinel://s1,s2/main"), Some("Redis"));
         assert_eq!(store("redis+cluster://a:1,b:2"), Some("Redis"));
         assert_eq!(store("memcached://cache"), Some("memcached"));
+        assert_eq!(store("memcaches://cache"), Some("memcached"));
         assert_eq!(store("postgresql://app@db/app"), Some("PostgreSQL"));
         assert_eq!(store("https://etcd-1:2379"), Some("etcd"));
         assert_eq!(store("memory://"), Some("memory"));

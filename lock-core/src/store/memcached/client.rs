@@ -35,10 +35,10 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::dial::{Dialer, Reader, Writer};
 use super::failure::Failure;
 use super::protocol::{Command, OPAQUE_MISSES, Reply, answers, read_reply, supported};
 
@@ -82,11 +82,11 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// A connection to `address` (`host:port`), opened on first use.
+    /// A connection to the server `dialer` reaches, opened on first use.
     /// `timeout` bounds connecting and each batch's replies.
-    pub(super) fn new(address: String, timeout: Duration) -> Connection {
+    pub(super) fn new(dialer: Dialer, timeout: Duration) -> Connection {
         let (queue, requests) = mpsc::channel(QUEUE);
-        tokio::spawn(serve(address, timeout, requests));
+        tokio::spawn(serve(dialer, timeout, requests));
         Connection { queue }
     }
 
@@ -116,11 +116,11 @@ impl Connection {
     }
 }
 
-/// An open connection: its two halves, its session, and what its server
-/// echoes.
+/// An open connection (TCP, or TLS over it): its two halves, its session,
+/// and what its server echoes.
 struct Link {
-    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
-    writer: BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    reader: Reader,
+    writer: Writer,
     session: Session,
     /// Whether a miss (`EN`) carries the opaque (memcached 1.6.18 and later).
     misses_carry_opaque: bool,
@@ -128,7 +128,7 @@ struct Link {
 
 /// A connection's task: batches queued requests, writes them, reads their
 /// replies, and reconnects on the next request after a failure.
-async fn serve(address: String, timeout: Duration, mut requests: mpsc::Receiver<Request>) {
+async fn serve(dialer: Dialer, timeout: Duration, mut requests: mpsc::Receiver<Request>) {
     let mut link: Option<Link> = None;
     let mut sessions = 0;
     // Opaques count up over every connection this task opens.
@@ -139,7 +139,7 @@ async fn serve(address: String, timeout: Duration, mut requests: mpsc::Receiver<
             Some(open) => open,
             None => {
                 sessions += 1;
-                match connect(&address, timeout, Session(sessions)).await {
+                match connect(&dialer, timeout, Session(sessions)).await {
                     Ok(opened) => link.insert(opened),
                     Err(failure) => {
                         fail(&mut batch, &failure);
@@ -183,25 +183,33 @@ async fn serve(address: String, timeout: Duration, mut requests: mpsc::Receiver<
     }
 }
 
-/// Connects, and asks the server its version: a memcached the store cannot
-/// use is refused here, on every connection (a server may be replaced by
-/// another between two).
-async fn connect(address: &str, timeout: Duration, session: Session) -> Result<Link, Failure> {
+/// Connects (through the TLS handshake, for TLS), and asks the server its
+/// version: a memcached the store cannot use is refused here, on every
+/// connection (a server may be replaced by another between two). A TLS
+/// failure is told with what to do about it, whether it comes in the
+/// handshake or on the first reply (with TLS 1.3 a server that wanted a
+/// client certificate says so only after the handshake), and so is a plain
+/// connection that a TLS-only server drops.
+async fn connect(dialer: &Dialer, timeout: Duration, session: Session) -> Result<Link, Failure> {
+    let address = dialer.address();
     let opened = tokio::time::timeout(timeout, async {
-        let stream = TcpStream::connect(address).await.map_err(Failure::Io)?;
-        stream.set_nodelay(true).map_err(Failure::Io)?;
-        let (read, write) = stream.into_split();
-        let (mut reader, mut writer) = (BufReader::new(read), BufWriter::new(write));
+        let (mut reader, mut writer) = dialer.open().await.map_err(Failure::Io)?;
         writer
             .write_all(b"version\r\n")
             .await
             .map_err(Failure::Io)?;
         writer.flush().await.map_err(Failure::Io)?;
         let mut line = Vec::with_capacity(32);
-        reader
+        let read = reader
             .read_until(b'\n', &mut line)
             .await
             .map_err(Failure::Io)?;
+        if read == 0 {
+            return Err(Failure::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("memcached at {address} closed the connection before answering `version`"),
+            )));
+        }
         let version = supported(address, &line)?;
         keeps_cas(address, &mut reader, &mut writer).await?;
         Ok(Link {
@@ -212,12 +220,14 @@ async fn connect(address: &str, timeout: Duration, session: Session) -> Result<L
         })
     })
     .await;
-    opened.unwrap_or_else(|_| {
-        Err(Failure::Io(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("could not connect to {address} within {timeout:?}"),
-        )))
-    })
+    opened
+        .unwrap_or_else(|_| {
+            Err(Failure::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("could not connect to {address} within {timeout:?}"),
+            )))
+        })
+        .map_err(|failure| dialer.explained(failure))
 }
 
 /// Refuses a memcached started with `-C` (`--disable-cas`), from its
@@ -226,8 +236,8 @@ async fn connect(address: &str, timeout: Duration, session: Session) -> Result<L
 /// any lease is taken that could then never be given back.
 async fn keeps_cas(
     address: &str,
-    reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
-    writer: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    reader: &mut Reader,
+    writer: &mut Writer,
 ) -> Result<(), Failure> {
     writer
         .write_all(b"stats settings\r\n")

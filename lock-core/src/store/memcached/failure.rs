@@ -10,6 +10,9 @@ use std::io;
 #[derive(Debug)]
 pub(super) enum Failure {
     Io(io::Error),
+    /// A connection could not be opened, for a reason that comes with what
+    /// to do about it (a TLS failure...): the whole message.
+    Connect(String),
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`, or an unreadable
     /// reply.
     Protocol(String),
@@ -32,6 +35,7 @@ impl Failure {
     pub(super) fn again(&self) -> Failure {
         match self {
             Failure::Io(e) => Failure::Io(io::Error::new(e.kind(), e.to_string())),
+            Failure::Connect(why) => Failure::Connect(why.clone()),
             Failure::Protocol(line) => Failure::Protocol(line.clone()),
             Failure::Unsupported(why) => Failure::Unsupported(why.clone()),
             Failure::OutOfStep(why) => Failure::OutOfStep(why.clone()),
@@ -45,6 +49,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Io(e) => write!(f, "memcached connection: {e}"),
+            Failure::Connect(why) => write!(f, "memcached connection: {why}"),
             Failure::Protocol(line) => write!(f, "memcached answered {line:?}"),
             Failure::Unsupported(why) => f.write_str(why),
             Failure::OutOfStep(why) => write!(

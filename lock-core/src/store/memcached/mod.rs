@@ -1,16 +1,20 @@
 //! Leases in memcached, over its meta protocol (memcached 1.6.13 and later).
 //!
-//! One job per file: [`config`] (the settings), [`client`] (a minimal
-//! meta-protocol client: its connections, each served by a task; why not a
-//! crate is said there), [`protocol`] (the meta protocol's commands and
-//! replies on the wire), [`failure`] (why a request failed), [`keys`] (key
-//! encoding and whole-second TTLs); this file is the store.
+//! One job per file: [`config`] (the settings), [`target`] (the server a
+//! URL names, and its TLS settings), [`client`] (a minimal meta-protocol
+//! client: its connections, each served by a task; why not a crate is said
+//! there), [`dial`] (opening a connection: TCP, or TLS over it),
+//! [`protocol`] (the meta protocol's commands and replies on the wire),
+//! [`failure`] (why a request failed), [`keys`] (key encoding and
+//! whole-second TTLs); this file is the store.
 
 mod client;
 mod config;
+mod dial;
 mod failure;
 mod keys;
 mod protocol;
+mod target;
 pub(crate) mod url;
 
 use std::fmt;
@@ -20,10 +24,12 @@ use std::time::Duration;
 
 use self::client::{Answer, Connection, Session};
 pub use self::config::MemcachedConfig;
+use self::dial::Dialer;
 use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
 use self::protocol::{Code, Command, Reply};
-use crate::store::kit::{self, CallError, Deadline, Interest, Waiters, redacted, scheme};
+use self::target::target;
+use crate::store::kit::{self, CallError, Deadline, Interest, Waiters, redacted};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Error, Holder, Result};
 
@@ -49,6 +55,20 @@ use crate::{Error, Holder, Result};
 /// requests over several servers would give each server its own copy of the
 /// lock. A store runs on the tokio runtime it was created in (its connection
 /// tasks live there).
+///
+/// # TLS
+///
+/// With lock-core's `memcached-tls` feature, a `memcaches://host[:port]`
+/// URL connects with TLS (memcached 1.6 started with `-Z`), over rustls.
+/// The server's certificate is checked in full: it must chain to a CA the
+/// store trusts and name the URL's host or IP address. The CA and, for a
+/// server that asks for one (`-o ssl_verify_mode=2`), the client
+/// certificate come from the URL,
+/// `memcaches://cache:11211?sslrootcert=/etc/ca.pem&sslcert=/etc/client.pem&sslkey=/etc/client.key`,
+/// or from [`MemcachedConfig::tls`]; without a CA, a public CA must have
+/// signed the server's certificate. A CA that did not sign it, or a
+/// client certificate the server wants and did not get, fails
+/// [`connect`](MemcachedStore::connect) with a message that says which.
 ///
 /// # The operations
 ///
@@ -103,19 +123,27 @@ struct Shared {
     config: MemcachedConfig,
     /// `host:port`, for `Debug` and errors.
     address: String,
+    /// Whether its connections are TLS (`memcaches://`).
+    tls: bool,
 }
 
 impl MemcachedStore {
     /// Connects to one memcached server, with the default
     /// [`MemcachedConfig`].
     ///
-    /// `url` is `memcache://host[:port]` (port 11211 by default).
+    /// `url` is `memcache://host[:port]` (port 11211 by default), or
+    /// `memcaches://host[:port][?sslrootcert=PATH][&sslcert=PATH&sslkey=PATH]`
+    /// for TLS (feature `memcached-tls`; see [TLS](MemcachedStore#tls)).
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when the URL is invalid, or the server cannot be
-    /// reached within the timeout, or is older than memcached 1.6.13 (the
-    /// first whose meta protocol has everything the store sends).
+    /// [`Error::Store`] when the URL is invalid (`memcaches://` in a build
+    /// without the `memcached-tls` feature names it), or the server cannot
+    /// be reached within the timeout, or is older than memcached 1.6.13
+    /// (the first whose meta protocol has everything the store sends), or
+    /// the TLS connection fails: its message says why (a CA that did not
+    /// sign the server's certificate, a client certificate the server
+    /// wants and did not get...).
     pub async fn connect(url: &str) -> Result<MemcachedStore> {
         Self::connect_with(url, MemcachedConfig::default()).await
     }
@@ -126,16 +154,19 @@ impl MemcachedStore {
     ///
     /// As [`connect`](MemcachedStore::connect).
     pub async fn connect_with(url: &str, config: MemcachedConfig) -> Result<MemcachedStore> {
-        let address = address(url)?;
+        let target = target(url, &config.tls)?;
+        let dialer =
+            Dialer::new(&target).map_err(|why| Error::store("connect", redacted(url), why))?;
         let connections = (0..config.pool_size)
-            .map(|_| Connection::new(address.clone(), config.timeout))
+            .map(|_| Connection::new(dialer.clone(), config.timeout))
             .collect();
         let store = MemcachedStore {
             shared: Arc::new(Shared {
                 connections,
                 waiters: Arc::new(Waiters::default()),
                 config,
-                address,
+                address: target.address,
+                tls: target.tls.is_some(),
             }),
         };
         // One request on every connection: the server is there, and its
@@ -273,42 +304,6 @@ impl MemcachedStore {
 /// How many times a release or extend reads the lease again when its
 /// connection reopened between its read and its write.
 const REREADS: usize = 3;
-
-/// `host:port` from a `memcache://host[:port]` URL.
-fn address(url: &str) -> Result<String> {
-    let refuse = |why: &str| {
-        Error::store(
-            "connect",
-            redacted(url),
-            format!("{why}; use a URL like memcache://127.0.0.1:11211"),
-        )
-    };
-    // The scheme case-blind, as `lock_core::connect` reads it to pick
-    // this store.
-    let rest = match scheme(url) {
-        Some((scheme, rest)) if matches!(&*scheme, "memcache" | "memcached") => rest,
-        _ => return Err(refuse("the URL must start with memcache://")),
-    };
-    if rest.contains('@') {
-        return Err(refuse(
-            "memcached's meta protocol has no authentication (SASL needs the binary protocol); keep memcached on a private network and leave credentials out of the URL",
-        ));
-    }
-    let host_port = rest.trim_end_matches('/');
-    if host_port.is_empty() || host_port.contains(['/', ',', ' ']) {
-        return Err(refuse("give exactly one server, as host or host:port"));
-    }
-    let has_port = match host_port.rsplit_once(':') {
-        // An IPv6 literal in brackets ends in `]`, not in a port.
-        Some((_, port)) => !port.ends_with(']') && !host_port.ends_with(']'),
-        None => false,
-    };
-    Ok(if has_port {
-        host_port.to_owned()
-    } else {
-        format!("{host_port}:11211")
-    })
-}
 
 fn first(replies: Vec<Reply>) -> Option<Reply> {
     replies.into_iter().next()
@@ -477,44 +472,10 @@ impl fmt::Debug for MemcachedStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemcachedStore")
             .field("server", &self.shared.address)
+            .field("tls", &self.shared.tls)
             .field("connections", &self.shared.connections.len())
             .field("timeout", &self.shared.config.timeout)
             .field("waited_keys", &self.shared.waiters.len())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // One server, named as host:port, with the default port filled in;
-    // anything else is an error that shows the URL form.
-    #[test]
-    fn a_url_names_one_server_and_nothing_else() {
-        assert_eq!(
-            address("memcache://10.0.0.5").expect("host"),
-            "10.0.0.5:11211"
-        );
-        assert_eq!(
-            address("memcache://cache.internal:11311/").expect("host:port"),
-            "cache.internal:11311"
-        );
-        assert_eq!(address("memcache://[::1]").expect("ipv6"), "[::1]:11211");
-        assert_eq!(
-            address("MEMCACHE://cache:11311").expect("a scheme in capitals"),
-            "cache:11311",
-            "`connect` hands such a URL to this store: it must not refuse it"
-        );
-        for bad in [
-            "redis://127.0.0.1",
-            "memcache://",
-            "memcache://a:1,b:2",
-            "memcache://user:secret@host",
-        ] {
-            let error = address(bad).expect_err(bad).chain().to_string();
-            assert!(error.contains("memcache://"), "{bad}: {error}");
-            assert!(!error.contains("secret"), "never shows a password: {error}");
-        }
     }
 }

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::io;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use super::failure::Failure;
 
@@ -177,7 +177,7 @@ pub(super) fn answers(
 /// Reads one reply. The outer error is the connection's (it must be closed);
 /// the inner one an error line from the server.
 pub(super) async fn read_reply(
-    reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    reader: &mut BufReader<impl AsyncRead + Unpin>,
     line: &mut Vec<u8>,
 ) -> io::Result<Result<Reply, String>> {
     line.clear();

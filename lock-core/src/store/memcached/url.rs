@@ -1,6 +1,6 @@
-//! `memcache://` (or `memcached://`) as a store: one server, read by
-//! [`MemcachedStore::connect_with`], which also refuses what memcached
-//! cannot do (credentials, several servers).
+//! `memcache://` (or `memcached://`), and `memcaches://` for TLS, as a
+//! store: one server, read by [`MemcachedStore::connect_with`], which also
+//! refuses what memcached cannot do (credentials, several servers).
 
 use super::{MemcachedConfig, MemcachedStore};
 use crate::store::BoxFuture;
@@ -16,7 +16,11 @@ async fn connect(url: &str, config: MemcachedConfig) -> Result<LockManager> {
 /// Opens the store a URL of this store's schemes names, set up with
 /// `options`: this store's entry in [`connect`](crate::connect)'s table.
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
-    Box::pin(connect(url, options.store(MemcachedConfig::timeout)))
+    let mut config = options.store(MemcachedConfig::timeout);
+    if let Some(tls) = options.tls_given() {
+        config.tls = config.tls.overridden_by(tls.clone());
+    }
+    Box::pin(connect(url, config))
 }
 
 impl ConnectOptions {
