@@ -1,4 +1,8 @@
-//! The election suite on every store, one module each, in one test binary.
+//! Leader election: the election suite on every store, one module each,
+//! and failover across processes (`failover`).
+
+#[path = "elections/failover.rs"]
+mod failover;
 
 mod memory {
     lock_test_kit::election_contract!(async { Some(lock_core::LockManager::memory()) });
