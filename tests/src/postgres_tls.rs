@@ -1,7 +1,7 @@
 //! A PostgreSQL cluster of the test's own that speaks TLS: made with
 //! `initdb` (as the `postgres` user when the tests run as root), started on
 //! a free port with `ssl=on` and certificates from
-//! [`Certificates`](crate::certs::Certificates), listening on 127.0.0.1
+//! [`crate::certs::Certificates`] (made fresh), on 127.0.0.1
 //! and 127.0.0.2 (the certificate names only the first and `localhost`).
 //!
 //! Its `pg_hba.conf` takes TLS connections only: user `postgres` without a

@@ -50,12 +50,23 @@ mod contract {
     lock_test_kit::store_contract!(manager());
 }
 
-/// `prefer`, libpq's default, takes TLS when the server offers it: this
-/// server refuses plain connections, so connecting proves it.
+/// Without `sslmode` or certificates a connection is plain, whatever
+/// features are built (enabling `postgres-tls` changes no existing URL):
+/// this server takes none, and says to ask for TLS. `prefer` takes the TLS
+/// it offers.
 #[tokio::test]
-async fn without_sslmode_the_store_prefers_tls_as_libpq_does() {
+async fn without_sslmode_the_store_connects_plain_and_prefer_takes_tls() {
     let Some(server) = shared() else { return };
-    let url = server.url("postgres", "127.0.0.1", "application_name=locks");
+    let plain = refused(
+        &server.url("postgres", "127.0.0.1", "application_name=locks"),
+        PostgresConfig::new(),
+    )
+    .await;
+    assert!(
+        plain.contains("no encryption") && plain.contains("sslmode=verify-full"),
+        "refused, saying to ask for TLS: {plain}"
+    );
+    let url = server.url("postgres", "127.0.0.1", "sslmode=prefer");
     let store = PostgresStore::connect(&url)
         .await
         .expect("prefer finds TLS");
@@ -67,15 +78,6 @@ async fn without_sslmode_the_store_prefers_tls_as_libpq_does() {
         .expect("acquire")
         .expect("free");
     held.release().await.expect("release");
-    let plain = refused(
-        &server.url("postgres", "127.0.0.1", "sslmode=disable"),
-        PostgresConfig::new(),
-    )
-    .await;
-    assert!(
-        plain.contains("no encryption") || plain.contains("pg_hba"),
-        "the server takes no plain connection: {plain}"
-    );
 }
 
 /// `verify-full` checks that the certificate names the host dialled;
@@ -122,7 +124,9 @@ async fn verify_full_checks_the_host_and_verify_ca_only_the_ca() {
 async fn a_wrong_ca_is_refused_at_connect_saying_so() {
     let Some(server) = shared() else { return };
     let other = server.certs().other_ca.display();
-    for mode in ["verify-full", "verify-ca", "require"] {
+    // libpq checks the chain whenever it has a CA, `prefer` included; a
+    // check that fails is an error, never a fall back to plain.
+    for mode in ["verify-full", "verify-ca", "require", "prefer"] {
         let url = server.url(
             "postgres",
             "127.0.0.1",
@@ -134,10 +138,22 @@ async fn a_wrong_ca_is_refused_at_connect_saying_so() {
             "{mode}: {why}"
         );
     }
-    // Without a CA, the public ones: they do not know this one either.
-    let url = server.url("postgres", "127.0.0.1", "sslmode=verify-full");
+    // Without a CA given, the public ones (`sslrootcert=system`): they do
+    // not know this one either.
+    let url = server.url(
+        "postgres",
+        "127.0.0.1",
+        "sslmode=verify-full&sslrootcert=system",
+    );
     let why = refused(&url, PostgresConfig::new()).await;
     assert!(why.contains("sslrootcert"), "{why}");
+    // A CA given and no mode: the chain is checked.
+    let url = server.url("postgres", "127.0.0.1", &format!("sslrootcert={other}"));
+    let why = refused(&url, PostgresConfig::new()).await;
+    assert!(
+        why.contains("not signed by a CA this client trusts"),
+        "{why}"
+    );
 }
 
 /// User `locks` is let in only with a client certificate the CA signed:

@@ -167,12 +167,21 @@ mod explain {
         if let Some(hint) = tls_hint(&text) {
             return format!("{text}; {hint}").into();
         }
+        // Only a connection that went away unexplained is worth asking
+        // about: a refused password or a missing member says what it is.
+        if !lost_connection(&text) {
+            return failure.into();
+        }
         let Some(endpoint) = endpoints.first().cloned() else {
             return failure.into();
         };
         let tls = tls.clone();
-        let probed = tokio::task::spawn_blocking(move || handshake(&endpoint, &tls, left)).await;
-        let seen = probed.ok().flatten().unwrap_or_default();
+        // Bounded as a whole (the name lookup included, which blocks its
+        // thread with no bound of its own): the call waits no longer than
+        // what is left of its time, the probe's thread ends on its own.
+        let probe = tokio::task::spawn_blocking(move || handshake(&endpoint, &tls, left));
+        let probed = tokio::time::timeout(left, probe).await;
+        let seen = probed.ok().and_then(Result::ok).flatten().unwrap_or_default();
         match tls_hint(&seen) {
             Some(hint) => {
                 let found = format!("a handshake made to find the cause: {seen}");
@@ -198,7 +207,11 @@ mod explain {
         let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']'))
             .ok()?
             .to_owned();
-        let config = client_config(tls, Verify::Full).ok()?;
+        let mut config = client_config(tls, Verify::Full).ok()?;
+        // As the gRPC client asks: a server that accepts the handshake
+        // then speaks first (HTTP/2's settings), so the read below ends at
+        // once instead of at its time-out.
+        config.alpn_protocols = vec![b"h2".to_vec()];
         let mut connection = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
         let target = address.to_socket_addrs().ok()?.next()?;
         let mut socket = TcpStream::connect_timeout(&target, left).ok()?;
@@ -214,6 +227,14 @@ mod explain {
             }
             _ => None,
         }
+    }
+
+    /// Whether `text` is a connection closed or reset without a reason.
+    fn lost_connection(text: &str) -> bool {
+        let lower = text.to_ascii_lowercase();
+        ["connection closed", "canceled", "cancelled", "broken pipe", "reset", "eof"]
+            .iter()
+            .any(|sign| lower.contains(sign))
     }
 
     /// `error` and each of its causes, as one line.

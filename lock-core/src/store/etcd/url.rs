@@ -28,7 +28,8 @@ async fn connect(url: &str, config: EtcdConfig, tls: Option<Tls>) -> Result<Lock
 ///
 /// For `https://` members, `config`'s [`Tls`] is overridden by `given`
 /// (from [`ConnectOptions::tls`]), and both by the URL's `sslrootcert`,
-/// `sslcert` and `sslkey`; those words with plain members are refused.
+/// `sslcert` and `sslkey`; those words, or `given` certificates, with plain
+/// members are refused rather than left unused.
 fn members(
     url: &str,
     mut config: EtcdConfig,
@@ -104,11 +105,12 @@ fn members(
             tls = Some(tls.unwrap_or_default().overridden_by(over));
         }
         config.tls = tls;
-    } else if !words.is_empty() {
+    } else if !words.is_empty() || given.is_some_and(|given| !given.is_empty()) {
         return Err(invalid_url(
             url,
-            "sslrootcert, sslcert and sslkey are for TLS, and these members are plain \
-             http (as etcd:// is): write them as https://host:port",
+            "a CA or client certificate (sslrootcert, sslcert, sslkey, or ConnectOptions::tls) \
+             is for TLS, and these members are plain http (as etcd:// is): write them as \
+             https://host:port",
         ));
     }
     Ok((endpoints, config))
@@ -218,9 +220,9 @@ mod tests {
         );
         let (_, config) = members("https://a:1", EtcdConfig::new(), None).expect("parse");
         assert_eq!(config.tls, None, "nothing given: the public CAs");
-        let (_, config) = members("etcd://a:1", EtcdConfig::new(), Some(Tls::new().ca_file("/o")))
-            .expect("options' certificates are for whichever store is over TLS");
-        assert_eq!(config.tls, None, "plain members leave the options' Tls unused");
+        let refused = members("etcd://a:1", EtcdConfig::new(), Some(Tls::new().ca_file("/o")))
+            .expect_err("certificates are never left unused on plain members");
+        assert!(refused.to_string().contains("https://"), "{refused}");
     }
 
     #[test]

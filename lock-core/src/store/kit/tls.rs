@@ -145,6 +145,16 @@ impl Tls {
         self.ca.is_some()
     }
 
+    /// Whether it names a client certificate.
+    pub(crate) fn has_identity(&self) -> bool {
+        self.identity.is_some()
+    }
+
+    /// The same without its CA: the public CAs are trusted instead.
+    pub(crate) fn without_ca(self) -> Tls {
+        Tls { ca: None, ..self }
+    }
+
     /// Whether it names no CA and no client certificate.
     pub(crate) fn is_empty(&self) -> bool {
         self.ca.is_none() && self.identity.is_none()
@@ -325,7 +335,11 @@ pub(crate) fn hint(failure: &str) -> Option<&'static str> {
         )
     } else if lower.contains("notvalidforname") || lower.contains("not valid for name") {
         Some(
-            "the server's certificate does not name the host dialled: connect by a name the certificate lists, or check only its CA (sslmode=verify-ca)",
+            "the server's certificate does not name the host dialled: connect by a name the certificate lists",
+        )
+    } else if lower.contains("no encryption") {
+        Some(
+            "the server takes only TLS connections: ask for TLS (sslmode=verify-full with sslrootcert=PATH, or sslmode=require)",
         )
     } else if lower.contains("unknownca") || lower.contains("unknown ca") {
         Some(

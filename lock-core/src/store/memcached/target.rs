@@ -50,6 +50,11 @@ pub(super) fn target(url: &str, configured: &Tls) -> Result<Target> {
             "`sslrootcert`, `sslcert` and `sslkey` are for TLS: use a memcaches:// URL to connect with TLS",
         ));
     }
+    if !tls && !configured.is_empty() {
+        return Err(refuse(
+            "a CA or client certificate is given (MemcachedConfig::tls or ConnectOptions::tls), and memcache:// is plain TCP: use a memcaches:// URL to connect with TLS",
+        ));
+    }
     let words = Tls::from_words(words.iter().map(|(word, value)| (&**word, &**value)))
         .map_err(|why| refuse(&why))?;
     let rest = scheme(&rest).map_or("", |(_, rest)| rest);
@@ -144,6 +149,13 @@ mod tests {
             let error = address(url).expect_err(url).chain().to_string();
             assert!(error.contains("use a memcaches:// URL"), "{url}: {error}");
         }
+        // Certificates from the configuration (or ConnectOptions::tls) too.
+        let configured = Tls::new().ca_file("/ca.pem");
+        let error = target("memcache://h:1", &configured)
+            .err()
+            .map(|e| e.chain().to_string())
+            .unwrap_or_default();
+        assert!(error.contains("use a memcaches:// URL"), "{error}");
     }
 
     #[cfg(feature = "memcached-tls")]

@@ -60,24 +60,24 @@ pub(super) fn call_deadline(timeout: Duration) -> (Deadline, Option<Instant>) {
 /// [`answered`](Checkout::answered) once the statement has answered (with
 /// rows or an error); dropped before that, the connection is emptied or
 /// thrown away (see the [module docs](self)).
-pub(super) struct Checkout {
+pub(super) struct Checkout<'a> {
     client: Option<Object>,
     /// The call's deadline (`None`: no bound).
     ends: Option<Instant>,
     /// How long the cancel request may take.
     timeout: Duration,
     /// How the cancel request connects: as the store's connections do.
-    connector: Connector,
+    connector: &'a Connector,
 }
 
-impl Checkout {
+impl<'a> Checkout<'a> {
     /// `client` for a call that ends at `ends`, under the store's `timeout`;
     /// a cancel request goes through `connector`.
     pub(super) fn new(
         client: Object,
         ends: Option<Instant>,
         timeout: Duration,
-        connector: Connector,
+        connector: &'a Connector,
     ) -> Self {
         Checkout {
             client: Some(client),
@@ -94,7 +94,7 @@ impl Checkout {
     }
 }
 
-impl Deref for Checkout {
+impl Deref for Checkout<'_> {
     type Target = Object;
 
     fn deref(&self) -> &Object {
@@ -102,13 +102,13 @@ impl Deref for Checkout {
     }
 }
 
-impl DerefMut for Checkout {
+impl DerefMut for Checkout<'_> {
     fn deref_mut(&mut self) -> &mut Object {
         self.client.as_mut().expect("present until answered")
     }
 }
 
-impl Drop for Checkout {
+impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
             return;

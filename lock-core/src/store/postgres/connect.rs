@@ -100,7 +100,7 @@ impl PostgresStore {
                 pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
                 ends,
                 config.timeout,
-                link.connector.clone(),
+                &link.connector,
             );
             let done = async {
                 // Without a configured schema, one read once and written
@@ -187,7 +187,7 @@ impl PostgresStore {
             client.answered();
             done
         };
-        tracing::debug!(store = %shown, sslmode = %link.mode, "connecting to PostgreSQL");
+        tracing::debug!(store = %shown, check = ?link.check, "connecting to PostgreSQL");
         let (leases, fences) = deadline
             .bound(setup)
             .await

@@ -17,6 +17,7 @@ mod names;
 mod read;
 mod sql;
 mod sweep;
+mod conninfo;
 mod tls;
 pub(crate) mod url;
 
@@ -246,7 +247,7 @@ impl PostgresStore {
                     .map_err(|e| Box::new(e) as BoxError)?,
                 ends,
                 self.shared.config.timeout,
-                self.shared.connector.clone(),
+                &self.shared.connector,
             );
             // Cut off anywhere in here (the deadline, or the caller dropping
             // the call), `client` cancels the statement and is thrown away.

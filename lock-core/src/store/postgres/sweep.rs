@@ -29,7 +29,7 @@ pub(super) async fn sweep(
                     pool.get().await.map_err(|e| Box::new(e) as BoxError)?,
                     ends,
                     timeout,
-                    connector.clone(),
+                    &connector,
                 );
                 let swept = client.execute(statement.as_str(), &[]).await;
                 client.answered();

@@ -18,7 +18,8 @@ use tokio_postgres::Socket;
 use tokio_postgres::config::SslMode as WireMode;
 use tokio_postgres::tls::MakeTlsConnect;
 
-use crate::store::kit::{TLS_WORDS, Tls, take_words};
+use super::conninfo;
+use crate::store::kit::{TLS_WORDS, Tls};
 
 #[cfg(feature = "postgres-tls")]
 type Inner = tokio_postgres_rustls::MakeRustlsConnect;
@@ -99,14 +100,92 @@ impl fmt::Display for SslMode {
     }
 }
 
+/// How a connection treats the server's certificate, once `sslmode` and
+/// the certificates given are read together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Check {
+    /// No TLS.
+    Plain,
+    /// TLS, the certificate unchecked.
+    Unchecked,
+    /// TLS, the certificate signed by the CA given.
+    Chain,
+    /// TLS, the certificate signed by a trusted CA and naming the host.
+    Full,
+}
+
+/// Where the trusted CAs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Roots {
+    /// None given.
+    None,
+    /// `sslrootcert=PATH` or a [`Tls`] CA.
+    Given,
+    /// `sslrootcert=system`: the public CAs.
+    System,
+}
+
+/// What tokio-postgres is told and how the certificate is checked, for
+/// `mode` (`None`: the URL names none) with these certificates; or why
+/// the combination is refused. libpq's rules, but for two: without a mode
+/// and without certificates the connection is plain (libpq would try TLS
+/// and take any certificate, no safer, and enabling the `postgres-tls`
+/// feature must not change how existing URLs connect); and a check that
+/// fails is an error, never a fallback to plain.
+fn plan(mode: Option<SslMode>, roots: Roots, identity: bool) -> Result<(WireMode, Check), String> {
+    let weak_with_system = |mode: SslMode| {
+        format!("sslmode={mode} checks less than sslrootcert=system asks (the public CAs, and the host name): use sslmode=verify-full")
+    };
+    Ok(match mode {
+        None => match roots {
+            Roots::System => (WireMode::Require, Check::Full),
+            Roots::Given => (WireMode::Require, Check::Chain),
+            Roots::None if identity => (WireMode::Require, Check::Unchecked),
+            Roots::None => (WireMode::Disable, Check::Plain),
+        },
+        Some(SslMode::Disable) => {
+            if roots != Roots::None || identity {
+                return Err("sslmode=disable, yet a CA or client certificate is given (sslrootcert, sslcert, sslkey or a Tls): drop them, or ask for TLS with sslmode=verify-full".to_owned());
+            }
+            (WireMode::Disable, Check::Plain)
+        }
+        Some(mode @ (SslMode::Prefer | SslMode::Require)) => {
+            let wire = if mode == SslMode::Prefer {
+                WireMode::Prefer
+            } else {
+                WireMode::Require
+            };
+            match roots {
+                Roots::System => return Err(weak_with_system(mode)),
+                // libpq checks the chain whenever it has a CA.
+                Roots::Given => (wire, Check::Chain),
+                Roots::None => (wire, Check::Unchecked),
+            }
+        }
+        Some(SslMode::VerifyCa) => match roots {
+            Roots::Given => (WireMode::Require, Check::Chain),
+            Roots::System => return Err(weak_with_system(SslMode::VerifyCa)),
+            Roots::None => {
+                return Err("sslmode=verify-ca needs the CA to check against: give sslrootcert=PATH (or Tls::ca_file)".to_owned());
+            }
+        },
+        Some(SslMode::VerifyFull) => match roots {
+            Roots::Given | Roots::System => (WireMode::Require, Check::Full),
+            Roots::None => {
+                return Err("sslmode=verify-full needs the CA to check against: give sslrootcert=PATH (or Tls::ca_file), or sslrootcert=system for the public CAs".to_owned());
+            }
+        },
+    })
+}
+
 /// Where and how to connect: what a URL and a [`Tls`] come to.
 #[derive(Clone)]
 pub(super) struct Link {
     /// tokio-postgres's settings, the TLS words taken out.
     pub(super) config: tokio_postgres::Config,
-    /// The mode, as libpq reads it.
-    pub(super) mode: SslMode,
-    /// The connector for the mode and the certificates.
+    /// How the server's certificate is checked.
+    pub(super) check: Check,
+    /// The connector for the check and the certificates.
     pub(super) connector: Connector,
 }
 
@@ -115,63 +194,74 @@ pub(super) struct Link {
 pub(super) fn link(url: &str, configured: &Tls) -> Result<Link, String> {
     let mut words = vec!["sslmode"];
     words.extend(TLS_WORDS);
-    let (rest, taken) = take_words(url, &words)?;
-    let mut mode = SslMode::Prefer;
+    let (rest, taken) = conninfo::take(url, &words)?;
+    let mut mode = None;
+    let mut system = false;
+    let mut files = Vec::new();
     for (word, value) in &taken {
-        if word == "sslmode" {
-            mode = SslMode::parse(value)?;
+        match word.as_str() {
+            "sslmode" => mode = Some(SslMode::parse(value)?),
+            "sslrootcert" if value == "system" => system = true,
+            _ => files.push((word.as_str(), value.as_str())),
         }
     }
-    let tls = configured.clone().overridden_by(Tls::from_words(
-        taken
-            .iter()
-            .filter(|(word, _)| word != "sslmode")
-            .map(|(word, value)| (word.as_str(), value.as_str())),
-    )?);
-    // libpq: `require` with a CA file checks the chain, as `verify-ca`.
-    if mode == SslMode::Require && tls.has_ca() {
-        mode = SslMode::VerifyCa;
+    let mut tls = configured
+        .clone()
+        .overridden_by(Tls::from_words(files)?);
+    if system {
+        tls = tls.without_ca();
     }
+    let roots = match (system, tls.has_ca()) {
+        (true, _) => Roots::System,
+        (false, true) => Roots::Given,
+        (false, false) => Roots::None,
+    };
+    let (wire, check) = plan(mode, roots, tls.has_identity())?;
+    // Without TLS in the build, `prefer` finds none to use and connects
+    // plain, as libpq built without it does.
+    #[cfg(not(feature = "postgres-tls"))]
+    let check = if wire == WireMode::Prefer && check == Check::Unchecked {
+        Check::Plain
+    } else {
+        check
+    };
     let mut config = rest.parse::<tokio_postgres::Config>().map_err(|e| {
         format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database?sslmode=verify-full")
     })?;
-    config.ssl_mode(match mode {
-        SslMode::Disable => WireMode::Disable,
-        SslMode::Prefer => WireMode::Prefer,
-        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => WireMode::Require,
-    });
-    let connector = connector(mode, &tls)?;
+    config.ssl_mode(wire);
+    let connector = connector(check, &tls)?;
     Ok(Link {
         config,
-        mode,
+        check,
         connector,
     })
 }
 
 #[cfg(feature = "postgres-tls")]
-fn connector(mode: SslMode, tls: &Tls) -> Result<Connector, String> {
+fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
     use crate::store::kit::{Verify, client_config};
-    let verify = match mode {
-        SslMode::VerifyFull => Verify::Full,
-        SslMode::VerifyCa => Verify::Chain,
-        SslMode::Disable | SslMode::Prefer | SslMode::Require => Verify::Nothing,
+    let verify = match check {
+        Check::Full => Verify::Full,
+        Check::Chain => Verify::Chain,
+        Check::Plain | Check::Unchecked => Verify::Nothing,
     };
+    let mut config = client_config(tls, verify)?;
+    // As libpq 17 does: what PostgreSQL's direct TLS negotiation
+    // (`sslnegotiation=direct`) requires, and other servers ignore.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
     Ok(Connector(tokio_postgres_rustls::MakeRustlsConnect::new(
-        client_config(tls, verify)?,
+        config,
     )))
 }
 
 #[cfg(not(feature = "postgres-tls"))]
-fn connector(mode: SslMode, tls: &Tls) -> Result<Connector, String> {
-    match mode {
-        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Err(format!(
-            "sslmode={mode} needs TLS, and this build has none: enable lock-core's `postgres-tls` feature"
-        )),
-        _ if !tls.is_empty() => Err(
-            "a CA or client certificate (sslrootcert, sslcert, sslkey or PostgresConfig::tls) needs TLS, and this build has none: enable lock-core's `postgres-tls` feature"
+fn connector(check: Check, _: &Tls) -> Result<Connector, String> {
+    match check {
+        Check::Plain => Ok(Connector(tokio_postgres::NoTls)),
+        _ => Err(
+            "TLS is asked for (an sslmode that needs it, or a CA or client certificate), and this build has none: enable lock-core's `postgres-tls` feature"
                 .to_owned(),
         ),
-        SslMode::Disable | SslMode::Prefer => Ok(Connector(tokio_postgres::NoTls)),
     }
 }
 
@@ -179,12 +269,55 @@ fn connector(mode: SslMode, tls: &Tls) -> Result<Connector, String> {
 mod tests {
     use super::*;
 
+    fn read(url: &str) -> Result<(WireMode, Check), String> {
+        link(url, &Tls::new()).map(|link| (link.config.get_ssl_mode(), link.check))
+    }
+
+    // libpq's table, as `plan` reads it; `None` for a refusal.
     #[test]
-    fn the_mode_comes_from_the_url_and_prefer_is_the_default() {
-        let read = |url: &str| link(url, &Tls::new()).map(|link| link.mode);
-        assert_eq!(read("postgres://u@h/db"), Ok(SslMode::Prefer));
-        assert_eq!(read("postgres://u@h/db?sslmode=disable"), Ok(SslMode::Disable));
-        assert_eq!(read("host=h user=u sslmode=disable"), Ok(SslMode::Disable));
+    fn each_mode_and_certificate_comes_to_libpqs_check() {
+        use Check::*;
+        let given = Roots::Given;
+        let cases = [
+            (None, Roots::None, false, Some((WireMode::Disable, Plain))),
+            (None, given, false, Some((WireMode::Require, Chain))),
+            (None, Roots::System, false, Some((WireMode::Require, Full))),
+            (None, Roots::None, true, Some((WireMode::Require, Unchecked))),
+            (Some(SslMode::Disable), Roots::None, false, Some((WireMode::Disable, Plain))),
+            (Some(SslMode::Disable), given, false, None),
+            (Some(SslMode::Disable), Roots::None, true, None),
+            (Some(SslMode::Prefer), Roots::None, false, Some((WireMode::Prefer, Unchecked))),
+            (Some(SslMode::Prefer), given, false, Some((WireMode::Prefer, Chain))),
+            (Some(SslMode::Prefer), Roots::System, false, None),
+            (Some(SslMode::Require), Roots::None, false, Some((WireMode::Require, Unchecked))),
+            (Some(SslMode::Require), given, false, Some((WireMode::Require, Chain))),
+            (Some(SslMode::Require), Roots::System, false, None),
+            (Some(SslMode::VerifyCa), Roots::None, false, None),
+            (Some(SslMode::VerifyCa), given, false, Some((WireMode::Require, Chain))),
+            (Some(SslMode::VerifyCa), Roots::System, false, None),
+            (Some(SslMode::VerifyFull), Roots::None, false, None),
+            (Some(SslMode::VerifyFull), given, false, Some((WireMode::Require, Full))),
+            (Some(SslMode::VerifyFull), Roots::System, false, Some((WireMode::Require, Full))),
+        ];
+        for (mode, roots, identity, wanted) in cases {
+            assert_eq!(
+                plan(mode, roots, identity).ok(),
+                wanted,
+                "{mode:?} {roots:?} identity={identity}"
+            );
+        }
+        let why = plan(Some(SslMode::VerifyFull), Roots::None, false).expect_err("no CA");
+        assert!(why.contains("sslrootcert=system"), "{why}");
+    }
+
+    #[test]
+    fn without_sslmode_or_certificates_a_connection_is_plain() {
+        assert_eq!(read("postgres://u@h/db"), Ok((WireMode::Disable, Check::Plain)));
+        assert_eq!(read("host=h user=u"), Ok((WireMode::Disable, Check::Plain)));
+    }
+
+    #[test]
+    fn an_unknown_mode_is_refused_naming_the_known_ones() {
         for bad in ["postgres://u@h/db?sslmode=strict", "postgres://u@h/db?sslmode=allow"] {
             let why = read(bad).expect_err(bad);
             assert!(why.contains("sslmode="), "{bad}: {why}");
@@ -200,21 +333,37 @@ mod tests {
         .expect("a URL tokio-postgres reads once the words are out");
         assert_eq!(link.config.get_application_name(), Some("locks"));
         assert_eq!(link.config.get_ssl_mode(), WireMode::Disable);
+        let link = link_of("host=h user=u password='a  b'");
+        assert_eq!(link.config.get_password(), Some(&b"a  b"[..]), "values kept as written");
+    }
+
+    fn link_of(url: &str) -> Link {
+        link(url, &Tls::new()).unwrap_or_else(|why| panic!("{url}: {why}"))
+    }
+
+    // A mode that asks for TLS is never lost to the way it is written.
+    #[cfg(feature = "postgres-tls")]
+    #[test]
+    fn a_mode_however_written_is_the_one_used() {
+        for url in [
+            "host=h user=u sslmode = require",
+            "host=h application_name=svc://x sslmode=require",
+            "postgres://u@h/db?sslmode=require",
+        ] {
+            assert_eq!(read(url), Ok((WireMode::Require, Check::Unchecked)), "{url}");
+        }
     }
 
     #[cfg(feature = "postgres-tls")]
     #[test]
-    fn require_with_a_ca_checks_the_chain_as_libpq_does() {
-        // The file need not exist to read the mode... but the CA is read
-        // to build the configuration, so a missing one is an error that
-        // names it.
-        let why = link("postgres://u@h/db?sslmode=require&sslrootcert=/nonexistent/ca.pem", &Tls::new())
-            .err()
-            .expect("the CA is read when connecting is set up");
+    fn a_ca_is_read_when_connecting_is_set_up_and_named_when_missing() {
+        let why = read("postgres://u@h/db?sslmode=require&sslrootcert=/nonexistent/ca.pem")
+            .expect_err("the CA is read when connecting is set up");
         assert!(why.contains("/nonexistent/ca.pem"), "{why}");
         assert_eq!(
-            link("postgres://u@h/db?sslmode=require", &Tls::new()).map(|l| l.mode).ok(),
-            Some(SslMode::Require)
+            read("postgres://u@h/db?sslmode=verify-full&sslrootcert=system"),
+            Ok((WireMode::Require, Check::Full)),
+            "the public CAs"
         );
     }
 
@@ -223,11 +372,17 @@ mod tests {
     fn a_mode_that_needs_tls_is_refused_without_the_feature() {
         for url in [
             "postgres://u@h/db?sslmode=require",
-            "postgres://u@h/db?sslmode=verify-full",
+            "host=h user=u sslmode = require",
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=system",
             "postgres://u@h/db?sslrootcert=/ca.pem",
         ] {
-            let why = link(url, &Tls::new()).err().expect(url);
+            let why = read(url).expect_err(url);
             assert!(why.contains("postgres-tls"), "{url}: {why}");
         }
+        assert_eq!(
+            read("postgres://u@h/db?sslmode=prefer"),
+            Ok((WireMode::Prefer, Check::Plain)),
+            "prefer finds no TLS to use, and connects plain"
+        );
     }
 }

@@ -18,7 +18,9 @@ async fn connect(url: &str, config: PostgresConfig) -> Result<LockManager> {
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
     let mut config = options.store(PostgresConfig::timeout);
     if let Some(tls) = options.tls_given() {
-        config = config.tls(tls.clone());
+        // Field by field, as every store merges them: the options' CA or
+        // client certificate over the configuration's.
+        config.tls = config.tls.clone().overridden_by(tls.clone());
     }
     Box::pin(connect(url, config))
 }

@@ -60,8 +60,10 @@ impl RedisConfig {
     /// The CA and client certificate for a `rediss://` server (with the
     /// `redis-tls` feature), in place of the public CAs and no client
     /// certificate. The URL's `sslrootcert`, `sslcert` and `sslkey` win
-    /// over it. For one server; Redis Cluster and Sentinel URLs refuse it
-    /// (build their TLS clients with the redis crate's `TlsCertificates`).
+    /// over it. For one server: Redis Cluster and Sentinel URLs, and the
+    /// stores over a client of the application's own (`from_client`...),
+    /// refuse it rather than leave it unused (build those clients with the
+    /// redis crate's `TlsCertificates`).
     pub fn tls(self, tls: Tls) -> Self {
         RedisConfig { tls, ..self }
     }

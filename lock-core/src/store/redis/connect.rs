@@ -140,6 +140,22 @@ pub(super) fn no_certificates(url: &str, configured: &Tls, deployment: &str) -> 
     }
 }
 
+/// Refuses certificates in `config` for a store over a client it did not
+/// build, which would leave them unused.
+pub(super) fn no_certificates_given(config: &RedisConfig, client: &str) -> Result<()> {
+    if config.tls.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::store(
+            "connect",
+            "(the given client)",
+            format!(
+                "RedisConfig::tls names certificates, which {client} does not use: give them to the client (redis::Client::build_with_tls, or the cluster builder's certs)"
+            ),
+        ))
+    }
+}
+
 /// A cluster client over the seed `urls`, and plain clients for the same
 /// nodes to subscribe through.
 pub(super) fn cluster_clients(

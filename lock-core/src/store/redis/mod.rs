@@ -331,7 +331,10 @@ impl RedisStore {
             });
         }
         let client = connect::open_client(url, &config.tls)?;
-        Self::from_client(client, config).await
+        let shared = connect::single(client, config).await?;
+        Ok(RedisStore {
+            shared: Arc::new(shared),
+        })
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with the default
@@ -356,7 +359,10 @@ impl RedisStore {
     /// As [`cluster`](RedisStore::cluster).
     pub async fn cluster_with(urls: &[&str], config: RedisConfig) -> Result<RedisStore> {
         let (client, subscribers) = connect::cluster_clients(urls, &config)?;
-        Self::from_cluster_client(client, subscribers, config).await
+        let shared = connect::cluster(client, subscribers, config).await?;
+        Ok(RedisStore {
+            shared: Arc::new(shared),
+        })
     }
 
     /// A store over an already configured single-server client.
@@ -369,8 +375,11 @@ impl RedisStore {
     /// # Errors
     ///
     /// [`Error::Store`](crate::Error::Store) when the server cannot be
-    /// reached within the timeout.
+    /// reached within the timeout, or `config` names certificates
+    /// ([`RedisConfig::tls`]): the client's own are what it uses, so give
+    /// them to it (`redis::Client::build_with_tls`).
     pub async fn from_client(client: Client, config: RedisConfig) -> Result<RedisStore> {
+        connect::no_certificates_given(&config, "a redis::Client of the application's own")?;
         let shared = connect::single(client, config).await?;
         Ok(RedisStore {
             shared: Arc::new(shared),
@@ -394,6 +403,7 @@ impl RedisStore {
         subscribers: Vec<Client>,
         config: RedisConfig,
     ) -> Result<RedisStore> {
+        connect::no_certificates_given(&config, "a cluster client of the application's own")?;
         let shared = connect::cluster(client, subscribers, config).await?;
         Ok(RedisStore {
             shared: Arc::new(shared),

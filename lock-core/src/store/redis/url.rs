@@ -84,7 +84,9 @@ fn cluster_seeds(url: &str, plain: &str, rest: &str) -> Result<Vec<String>> {
 pub(crate) fn open(url: &str, options: ConnectOptions) -> BoxFuture<'_, Result<LockManager>> {
     let mut config = options.store(RedisConfig::timeout);
     if let Some(tls) = options.tls_given() {
-        config = config.tls(tls.clone());
+        // Field by field, as every store merges them: the options' CA or
+        // client certificate over the configuration's.
+        config.tls = config.tls.clone().overridden_by(tls.clone());
     }
     Box::pin(connect(url, config))
 }
