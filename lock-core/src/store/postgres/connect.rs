@@ -22,12 +22,11 @@ impl PostgresStore {
     /// `url` is `postgres://[user[:password]@]host[:port][/database]` (or
     /// the `key=value` form tokio-postgres reads), with libpq's TLS words
     /// when wanted: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`,
-    /// `verify-full`; `prefer` when not given, as libpq), and the PEM files
-    /// `sslrootcert` (the CA; the public CAs without it), `sslcert` and
-    /// `sslkey` (a client certificate). TLS needs the `postgres-tls`
-    /// feature: without it connections are plain, and a mode or a
+    /// `verify-full`), and the PEM files `sslrootcert` (the CA, or `system`
+    /// for the public CAs), `sslcert` and `sslkey` (a client certificate).
+    /// TLS needs the `postgres-tls` feature: without it, a mode or a
     /// certificate that needs TLS is refused. See the [store's
-    /// docs](PostgresStore#tls).
+    /// docs](PostgresStore#tls) for what each mode checks.
     ///
     /// # Errors
     ///

@@ -80,15 +80,26 @@ const MAX_PAYLOAD: usize = 7000;
 ///
 /// # TLS
 ///
-/// With the `postgres-tls` feature, the URL's `sslmode` says whether and
-/// how: `disable` (plain), `prefer` (the default, as libpq's: TLS when the
-/// server offers it, its certificate unchecked, else plain), `require`
-/// (TLS, the certificate unchecked unless a CA is given), `verify-ca` (the
-/// certificate signed by the CA) and `verify-full` (and naming the host
-/// dialled). The CA is `sslrootcert=PATH` (without it, the public CAs);
-/// `sslcert=PATH&sslkey=PATH` is a client certificate, for `cert`
-/// authentication or `clientcert=` in `pg_hba.conf`. The same can come
-/// from [`PostgresConfig::tls`] or [`ConnectOptions::tls`](crate::ConnectOptions::tls);
+/// With the `postgres-tls` feature, the URL's `sslmode` and certificates
+/// say whether and how, by libpq's rules:
+///
+/// | `sslmode` | without a CA | with a CA (`sslrootcert=PATH`) |
+/// |---|---|---|
+/// | not given | plain, unless a client certificate is given (then as `require`) | TLS, the chain checked |
+/// | `disable` | plain | refused: a CA asks for TLS |
+/// | `prefer` | TLS if the server offers it, the certificate unchecked; else plain | TLS if offered, the chain checked |
+/// | `require` | TLS, the certificate unchecked | TLS, the chain checked |
+/// | `verify-ca` | refused: nothing to check against | TLS, the chain checked |
+/// | `verify-full` | refused, unless `sslrootcert=system` (the public CAs) | TLS, the chain and the host name checked |
+///
+/// Two choices differ from libpq, both to fail closed: without `sslmode`
+/// and certificates a connection is plain (libpq tries TLS and takes any
+/// certificate, no safer against an attacker), so enabling the feature
+/// changes how no existing URL connects; and a check that fails is an
+/// error, never a fall back to plain. `sslcert=PATH&sslkey=PATH` is a
+/// client certificate, for `cert` authentication or `clientcert=` in
+/// `pg_hba.conf`. The certificates can also come from
+/// [`PostgresConfig::tls`] or [`ConnectOptions::tls`](crate::ConnectOptions::tls);
 /// the URL's words win.
 ///
 /// ```no_run
