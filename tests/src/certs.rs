@@ -100,6 +100,53 @@ impl Certificates {
         Ok(certs)
     }
 
+    /// Another client certificate and key for `name`, signed by the same CA
+    /// (a renewal: its own serial number), written as `<file>.crt` and
+    /// `<file>.key`; returns their paths.
+    pub fn another_client(&self, name: &str, file: &str) -> io::Result<(PathBuf, PathBuf)> {
+        let (key, csr, cert) = (
+            format!("{file}.key"),
+            format!("{file}.csr"),
+            format!("{file}.crt"),
+        );
+        openssl(
+            &self.dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+            ],
+        )?;
+        openssl(
+            &self.dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "client.ext",
+                "-out",
+                &cert,
+            ],
+        )?;
+        Ok((self.dir.join(cert), self.dir.join(key)))
+    }
+
     /// `path` as text, for a URL or a command line.
     pub fn text(path: &Path) -> String {
         path.display().to_string()

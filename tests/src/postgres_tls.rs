@@ -72,8 +72,15 @@ impl TlsPostgres {
         )
         .unwrap_or_else(|e| panic!("starting a PostgreSQL cluster with TLS: {e}"));
         psql(server.port, "CREATE ROLE locks LOGIN SUPERUSER")
+            .map(drop)
             .unwrap_or_else(|e| panic!("creating the role `locks`: {e}"));
         Some(TlsPostgres { server, certs })
+    }
+
+    /// The rows `statement` answers as user `postgres`, one line each,
+    /// columns separated by `|`.
+    pub fn query(&self, statement: &str) -> io::Result<String> {
+        psql(self.server.port, statement)
     }
 
     /// The port it listens on.
@@ -126,17 +133,17 @@ fn ready(port: u16) -> io::Result<()> {
     }
 }
 
-/// Runs `statement` as `postgres` over TLS.
-fn psql(port: u16, statement: &str) -> io::Result<()> {
+/// Runs `statement` as `postgres` over TLS; its rows as text.
+fn psql(port: u16, statement: &str) -> io::Result<String> {
     let out = Command::new("psql")
         .arg(format!(
             "host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode=require"
         ))
-        .args(["-v", "ON_ERROR_STOP=1", "-qc", statement])
+        .args(["-v", "ON_ERROR_STOP=1", "-qtAc", statement])
         .stdin(Stdio::null())
         .output()?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     } else {
         Err(io::Error::other(
             String::from_utf8_lossy(&out.stderr).into_owned(),

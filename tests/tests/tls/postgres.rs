@@ -305,3 +305,73 @@ fn no_password_or_key_shows_in_debug_errors_or_logs() {
         assert!(!text.contains(&secret_line), "the key shown: {text}");
     }
 }
+
+/// A client certificate renewed in its files is what the next connection
+/// the store opens presents, as libpq reads them at each connection: a
+/// store outlives the certificate it started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_client_certificate_is_used_by_the_next_connection() {
+    let Some(server) = shared() else { return };
+    let certs = server.certs();
+    let (cert, key) = certs
+        .another_client("locks", "rotating-1")
+        .expect("a client certificate");
+    let url = server.url(
+        "locks",
+        "127.0.0.1",
+        &format!(
+            "sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}&application_name=rotation",
+            certs.ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    );
+    let store = PostgresStore::connect_with(&url, PostgresConfig::new().pool_size(1))
+        .await
+        .expect("connects");
+    let locks = LockManager::new(store);
+    let lock = locks.lock("rotation", Duration::from_secs(5));
+    // The first calls after the connections are cut may find theirs dead.
+    let works = || async {
+        for _ in 0..50 {
+            if let Ok(Some(held)) = lock.acquire().await {
+                held.release().await.expect("release");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the store never connected again");
+    };
+    works().await;
+    let serials = || {
+        server
+            .query(
+                "SELECT string_agg(DISTINCT s.client_serial::text, ',') FROM pg_stat_ssl s \
+                 JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'rotation'",
+            )
+            .expect("pg_stat_ssl")
+    };
+    let before = serials();
+    assert!(
+        !before.is_empty() && !before.contains(','),
+        "one certificate: {before}"
+    );
+
+    let (renewed_cert, renewed_key) = certs
+        .another_client("locks", "rotating-2")
+        .expect("a renewal");
+    std::fs::copy(&renewed_cert, &cert).expect("renew the certificate");
+    std::fs::copy(&renewed_key, &key).expect("renew the key");
+    server
+        .query(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'rotation'",
+        )
+        .expect("cut the store's connections");
+    works().await;
+    let after = serials();
+    assert!(
+        !after.is_empty() && !after.split(',').any(|serial| serial == before),
+        "the new connections present the renewed certificate: {before} then {after}"
+    );
+}

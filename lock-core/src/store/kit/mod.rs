@@ -87,6 +87,8 @@ pub use self::backoff::Backoff;
 pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl};
 pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::tasks::Background;
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+pub(crate) use self::tls::Reloading;
 pub use self::tls::Tls;
 #[cfg(any(
     feature = "postgres-tls",

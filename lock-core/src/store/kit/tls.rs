@@ -145,6 +145,32 @@ impl Tls {
         self.ca.is_some()
     }
 
+    /// The stamp of its files now: a file that changed (a rotated
+    /// certificate) changes it. PEM given in memory never changes.
+    #[cfg_attr(
+        not(any(feature = "postgres-tls", feature = "memcached-tls")),
+        allow(dead_code)
+    )]
+    pub(crate) fn stamp(&self) -> Stamp {
+        let files = [
+            self.ca.as_ref(),
+            self.identity.as_ref().map(|(cert, _)| cert),
+            self.identity.as_ref().map(|(_, key)| key),
+        ];
+        files
+            .into_iter()
+            .flatten()
+            .filter_map(|pem| match pem {
+                Pem::File(path) => Some(
+                    std::fs::metadata(path)
+                        .ok()
+                        .map(|meta| (meta.len(), meta.modified().ok())),
+                ),
+                Pem::Bytes(_) => None,
+            })
+            .collect()
+    }
+
     /// Whether it names a client certificate.
     pub(crate) fn has_identity(&self) -> bool {
         self.identity.is_some()
@@ -304,6 +330,16 @@ pub(crate) use rustls_config::client_config;
     feature = "etcd-tls"
 ))]
 mod rustls_config;
+
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+pub(crate) use reload::Reloading;
+
+#[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
+mod reload;
+
+/// What a [`Tls`]'s files were when last looked at (their lengths and
+/// times of change), to tell when one has changed.
+pub(crate) type Stamp = Vec<Option<(u64, Option<std::time::SystemTime>)>>;
 
 /// `error`, with what to do about it when it is one of the usual TLS
 /// failures (an unknown CA, a missing client certificate, a server that

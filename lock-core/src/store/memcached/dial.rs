@@ -22,11 +22,12 @@ pub(super) type Writer = BufWriter<Box<dyn AsyncWrite + Send + Unpin>>;
 pub(super) struct Dialer {
     /// `host:port`.
     address: String,
-    /// The TLS client and the name the server's certificate must carry;
-    /// `None` for plain TCP.
+    /// The TLS client's configuration (read again when its files change)
+    /// and the name the server's certificate must carry; `None` for plain
+    /// TCP.
     #[cfg(feature = "memcached-tls")]
     tls: Option<(
-        tokio_rustls::TlsConnector,
+        std::sync::Arc<crate::store::kit::Reloading>,
         rustls::pki_types::ServerName<'static>,
     )>,
 }
@@ -39,14 +40,17 @@ impl Dialer {
         #[cfg(feature = "memcached-tls")]
         let tls = match &target.tls {
             Some(tls) => {
-                let mut config =
-                    crate::store::kit::client_config(tls, crate::store::kit::Verify::Full)?;
-                // No session resumption: memcached sets no session id
-                // context, so a server that checks client certificates
-                // answers a resumed session with an internal error alert.
-                // A connection is opened rarely; a full handshake costs
-                // little.
-                config.resumption = rustls::client::Resumption::disabled();
+                let reloading = crate::store::kit::Reloading::new(tls.clone(), |tls| {
+                    let mut config =
+                        crate::store::kit::client_config(tls, crate::store::kit::Verify::Full)?;
+                    // No session resumption: memcached sets no session id
+                    // context, so a server that checks client certificates
+                    // answers a resumed session with an internal error
+                    // alert. A connection is opened rarely; a full
+                    // handshake costs little.
+                    config.resumption = rustls::client::Resumption::disabled();
+                    Ok(config)
+                })?;
                 let name = rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(
                     |e| {
                         format!(
@@ -56,7 +60,7 @@ impl Dialer {
                     },
                 )?;
                 Some((
-                    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)),
+                    std::sync::Arc::new(reloading),
                     name,
                 ))
             }
@@ -95,7 +99,8 @@ impl Dialer {
         let stream = TcpStream::connect(&self.address).await?;
         stream.set_nodelay(true)?;
         #[cfg(feature = "memcached-tls")]
-        if let Some((connector, name)) = &self.tls {
+        if let Some((reloading, name)) = &self.tls {
+            let connector = tokio_rustls::TlsConnector::from(reloading.config());
             let stream = connector.connect(name.clone(), stream).await?;
             let (read, write) = tokio::io::split(stream);
             return Ok((

@@ -27,9 +27,13 @@ type Inner = tokio_postgres_rustls::MakeRustlsConnect;
 type Inner = tokio_postgres::NoTls;
 
 /// The connector of every connection the store opens: rustls with the
-/// `postgres-tls` feature, plain TCP without.
+/// `postgres-tls` feature (its certificates read again when their files
+/// change), plain TCP without.
 #[derive(Clone)]
-pub(super) struct Connector(Inner);
+pub(super) struct Connector(
+    #[cfg(feature = "postgres-tls")] std::sync::Arc<crate::store::kit::Reloading>,
+    #[cfg(not(feature = "postgres-tls"))] Inner,
+);
 
 impl MakeTlsConnect<Socket> for Connector {
     type Stream = <Inner as MakeTlsConnect<Socket>>::Stream;
@@ -37,7 +41,11 @@ impl MakeTlsConnect<Socket> for Connector {
     type Error = <Inner as MakeTlsConnect<Socket>>::Error;
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
-        <Inner as MakeTlsConnect<Socket>>::make_tls_connect(&mut self.0, domain)
+        #[cfg(feature = "postgres-tls")]
+        let inner = &mut tokio_postgres_rustls::MakeRustlsConnect::new((*self.0.config()).clone());
+        #[cfg(not(feature = "postgres-tls"))]
+        let inner = &mut self.0;
+        <Inner as MakeTlsConnect<Socket>>::make_tls_connect(inner, domain)
     }
 }
 
@@ -245,13 +253,14 @@ fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
         Check::Chain => Verify::Chain,
         Check::Plain | Check::Unchecked => Verify::Nothing,
     };
-    let mut config = client_config(tls, verify)?;
-    // As libpq 17 does: what PostgreSQL's direct TLS negotiation
-    // (`sslnegotiation=direct`) requires, and other servers ignore.
-    config.alpn_protocols = vec![b"postgresql".to_vec()];
-    Ok(Connector(tokio_postgres_rustls::MakeRustlsConnect::new(
-        config,
-    )))
+    let reloading = crate::store::kit::Reloading::new(tls.clone(), move |tls| {
+        let mut config = client_config(tls, verify)?;
+        // As libpq 17 does: what PostgreSQL's direct TLS negotiation
+        // (`sslnegotiation=direct`) requires, and other servers ignore.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
+        Ok(config)
+    })?;
+    Ok(Connector(std::sync::Arc::new(reloading)))
 }
 
 #[cfg(not(feature = "postgres-tls"))]
