@@ -84,6 +84,11 @@ impl EtcdConfig {
     /// win over this. `Debug` shows where the certificates come from,
     /// never a key.
     ///
+    /// The files are read when the store connects, and its client keeps
+    /// them: after renewing a client certificate, connect a new store
+    /// (the PostgreSQL and memcached stores read renewed files at their
+    /// next connection).
+    ///
     /// ```
     /// use lock_core::{EtcdConfig, Tls};
     ///

@@ -63,7 +63,8 @@ impl RedisConfig {
     /// over it. For one server: Redis Cluster and Sentinel URLs, and the
     /// stores over a client of the application's own (`from_client`...),
     /// refuse it rather than leave it unused (build those clients with the
-    /// redis crate's `TlsCertificates`).
+    /// redis crate's `TlsCertificates`). The files are read when the store
+    /// connects: after renewing a client certificate, connect a new store.
     pub fn tls(self, tls: Tls) -> Self {
         RedisConfig { tls, ..self }
     }
