@@ -7,6 +7,16 @@
 //! With a TLS feature, the rustls client configuration is built here too:
 //! one provider (ring), the webpki roots when no CA is given, and the three
 //! levels of checking PostgreSQL's `sslmode` names.
+// Without a networked store, only the public `Tls` is used.
+#![cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "memcached",
+        feature = "postgres",
+        feature = "etcd"
+    )),
+    allow(dead_code)
+)]
 
 use std::borrow::Cow;
 use std::fmt;
