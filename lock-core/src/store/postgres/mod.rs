@@ -172,9 +172,10 @@ const MAX_PAYLOAD: usize = 7000;
 /// # Any name
 ///
 /// A PostgreSQL `text` cannot hold a NUL byte, and a primary-key entry
-/// cannot exceed about 2.7 KB, so a name with a NUL byte, over 2 KB, or
-/// holding `\u{1}sha256:` is kept under its first bytes (up to the NUL, at
-/// most 1 KB) followed by `\u{1}sha256:` and the SHA-256 of the whole name.
+/// cannot exceed about 2.7 KB, so a name whose store key (the prefix and
+/// the name) holds a NUL byte, is over 2,600 bytes, or holds
+/// `\u{1}sha256:` is kept under its first bytes (up to the NUL, at most
+/// 1 KB) followed by `\u{1}sha256:` and the SHA-256 of the whole key.
 /// Such a name leases, releases and reports its holder like any other;
 /// [`list`](LockStore::list) shows it in that form, and its release wakes
 /// every waiter of each listening process (the `NOTIFY` cannot carry it).
