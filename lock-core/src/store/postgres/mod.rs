@@ -189,6 +189,16 @@ const MAX_PAYLOAD: usize = 7000;
 /// holder's remaining TTL, with jitter. When the `LISTEN` connection breaks,
 /// it is opened again after a growing pause and every waiter retries once.
 ///
+/// # Calls cut off
+///
+/// Every call, the wait for a pooled connection included, is bounded by
+/// [`PostgresConfig::timeout`] (3 s by default). A call cut off at that
+/// deadline asks the server to cancel its statement and closes its
+/// connection, which never goes back to the pool busy; a call its caller
+/// drops sooner keeps its connection out of the pool until the server has
+/// answered, then returns it. `Debug` shows `user@host:port/db`, never the
+/// password.
+///
 /// # What PostgreSQL adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
 /// Leases are as durable as the database: committed, replicated as the
