@@ -38,7 +38,7 @@ pub(crate) async fn leader(
     }
 }
 
-/// One line: `jobs: led by 10.0.0.5:8080, term 7, since 1796571532 (12s ago), lease 9.8s more`,
+/// One line: `jobs: led by 10.0.0.5:8080, term 7, for 12.5s, lease 9.8s more`,
 /// or `jobs: nobody leads`; or the same as JSON.
 fn shown(name: &str, leader: Option<&Leader>, json: bool) -> String {
     if json {

@@ -10,7 +10,8 @@
 //!
 //! Exit codes: 0 done; 1 not held (nothing to show or release, or the
 //! release was declined or found the lock changed hands); 2 usage or
-//! connection error.
+//! connection error. `README.md` beside this crate's `Cargo.toml` is the
+//! manual: every option, command, URL scheme and exit code.
 
 mod leader;
 mod show;
@@ -47,9 +48,10 @@ Passwords in URLs are never printed. The URL may also come from LOCKS_URL.";
 #[command(name = "locks", version, after_help = EXAMPLES)]
 struct Cli {
     /// The store's URL, as the application's `lock_core::connect` takes it:
-    /// redis://, rediss://, redis+cluster:// (or several redis:// URLs
-    /// separated by commas), redis+sentinel://, memcache://, postgres://,
-    /// etcd:// (or http://)...
+    /// redis://, redis+unix://, unix://, redis+cluster:// (or several
+    /// redis:// URLs separated by commas), redis+sentinel:// and their
+    /// rediss variants (TLS); memcache://, memcached://, memcaches://;
+    /// postgres://, postgresql://; etcd://, http://, https://.
     #[arg(long, env = "LOCKS_URL", value_name = "URL", hide_env_values = true)]
     url: String,
 

@@ -80,12 +80,19 @@ impl Holder {
         self.remaining
     }
 
-    /// The holder's fencing token, when its store keeps one per lease:
-    /// memory, for a holder that asked for one
-    /// ([`Lock::fenced`](crate::Lock::fenced)); etcd, always, since there
-    /// the token is the revision the acquire committed at (what a fenced
-    /// holder was given). Redis and PostgreSQL keep only a counter per
-    /// name, and leave it out.
+    /// The holder's fencing token, when its store can tell it:
+    ///
+    /// - memory: for a holder that asked for one
+    ///   ([`Lock::fenced`](crate::Lock::fenced));
+    /// - etcd: always, since there the token is the revision the acquire
+    ///   committed at (what a fenced holder was given);
+    /// - Redis: for an election's leader only (its term), named in the
+    ///   election's `{...}:elected` key; other holders' tokens are not kept
+    ///   beside their lease, only the name's counter, so `None`;
+    /// - PostgreSQL: for a writer of a fenced name, the name's last fencing
+    ///   token (the writer's own when the name is only ever taken fenced, as
+    ///   an election's is);
+    /// - memcached: never (it keeps no fencing tokens).
     pub fn fence(&self) -> Option<u64> {
         self.fence
     }

@@ -126,7 +126,11 @@ impl Lock {
     ///
     /// A crashed process stops renewing, so its lease still ends within one
     /// `ttl`; a live but stuck one renews forever unless
-    /// [`max_hold`](Lock::max_hold) caps it.
+    /// [`max_hold`](Lock::max_hold) caps it. A renewal that fails (the store
+    /// cannot be reached) is tried again until the lease's local deadline;
+    /// past it the lease counts as lost, and [`on_lost`](Lock::on_lost)
+    /// says what happens to the work. Without renewal, the lease is known
+    /// lost only at that deadline.
     pub fn renew(mut self) -> Self {
         self.target.options.renew = true;
         self
@@ -229,10 +233,22 @@ impl Lock {
     /// - Each reader is a lease of its own, with its own token and TTL: a
     ///   dead reader holds writers off until its own TTL, no longer, and
     ///   releasing or extending one reader touches no other lease.
-    /// - Work under one side of a name asking for either side again gets
-    ///   [`Error::Reentrant`]. No upgrade or downgrade.
+    /// - No upgrade or downgrade: work under one side of a name that asks
+    ///   for the other side (through `run`, `#[locked]` or `acquire`) gets
+    ///   [`Error::Reentrant`] at once; the same side re-enters as a plain
+    ///   lock does (see [`run`](Lock::run)).
     /// - Refused with `permits` above 1 or `fenced` ([`Error::InvalidOptions`]),
-    ///   and on a store that keeps no readers ([`Error::ReadUnsupported`]).
+    ///   and on a store that keeps no readers ([`Error::ReadUnsupported`]):
+    ///   memory, Redis, PostgreSQL and etcd keep readers; memcached does not.
+    ///
+    /// In one process a release wakes a waiting writer before waiting
+    /// readers, and the memory store queues everyone in order. Across
+    /// processes, a writer that waits while readers hold the name claims
+    /// it, which holds new readers off (each store's docs say how, and for
+    /// how long a writer that gives up or dies keeps them off). One gap
+    /// remains on Redis, PostgreSQL and etcd: a writer waiting behind
+    /// another *writer* makes no claim yet, so readers woken by that
+    /// writer's release may go before it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {

@@ -92,12 +92,23 @@ impl LockManager {
     /// The locks held right now under this manager's prefix: each name
     /// (without the prefix) with its holder, sorted by name.
     ///
-    /// For operators and dashboards. What it costs and how consistent it is
-    /// depends on the store (see [`LockStore::list`]): memory and PostgreSQL
-    /// read one consistent view; Redis walks the keyspace with `SCAN` in
-    /// batches (on every primary of a cluster), which is not a snapshot: a
-    /// lock taken or released during the walk may be missing or shown
-    /// stale. Locks whose holder's lease has run out are never shown.
+    /// For operators and dashboards (the `locks list` command is this call).
+    /// What it costs and how consistent it is depends on the store (see
+    /// [`LockStore::list`]):
+    ///
+    /// - memory reads each shard under its lock;
+    /// - PostgreSQL runs one `SELECT`: a snapshot;
+    /// - etcd makes one ranged read, in pages of 1,000 pinned to one
+    ///   revision (a snapshot), then one lease read per lock;
+    /// - Redis walks the keyspace with `SCAN MATCH` in batches of 1,000 keys
+    ///   on every primary (never `KEYS`), then reads each lock's holder: not
+    ///   a snapshot, so a lock taken or released during the walk may be
+    ///   missing or shown stale;
+    /// - memcached keeps no index of its keys and cannot list.
+    ///
+    /// A name's readers are listed one entry each
+    /// ([`Holder::is_reader`]). Locks whose holder's lease has run out are
+    /// never shown.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {

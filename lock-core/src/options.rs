@@ -25,7 +25,11 @@ pub enum OnLost {
     /// run alongside the next holder.
     #[default]
     Continue,
-    /// Drop the work at that moment and return [`Error::LeaseLost`].
+    /// Drop the work at that moment and return [`Error::LeaseLost`]. How
+    /// soon "that moment" comes is as soon as the loss is known: at the next
+    /// renewal (every `ttl / 3` with [`Lock::renew`](crate::Lock::renew)),
+    /// and at the latest at the lease's local deadline, even while a
+    /// renewal is in flight.
     Cancel,
 }
 

@@ -128,8 +128,9 @@ use proc_macro::TokenStream;
 /// # Lease options
 ///
 /// Each key below is the attribute form of a [`lock_core::Lock`](struct.Lock.html) builder call,
-/// with the same behaviour (the README's "Lease lifecycle" table has the
-/// guarantee of each). `renew`, `fenced`, `shared` and `read` are flags,
+/// with the same behaviour (each builder method's docs say what it
+/// guarantees, and [lock-core's guarantee](index.html#the-guarantee-stated-honestly)
+/// what none of them can). `renew`, `fenced`, `shared` and `read` are flags,
 /// written bare: `#[locked(ttl = "10s", renew, fenced)]`; `permits` takes a
 /// number and the others a string.
 ///
@@ -450,9 +451,10 @@ use proc_macro::TokenStream;
 /// Every `#[locked]` function registers itself at link time:
 /// [`lock_core::registry::declared`](registry/fn.declared.html) lists each one's name
 /// template, function path, TTL, wait, manager, lease options, file and
-/// line, and [`lock_core::registry::verify`](registry/fn.verify.html) checks them at boot (every
-/// named manager installed, no lock name declared with two TTLs or two
-/// permit counts, no `shared` function on a per-process manager, no `read`
+/// line, and [`lock_core::registry::verify`](registry/fn.verify.html) checks them at boot (a
+/// default manager installed when any function uses it, every named
+/// manager installed, no lock name declared with two TTLs or two permit
+/// counts, no `shared` function on a per-process manager, no `read`
 /// function on a store that keeps no readers).
 ///
 /// # The guarantee

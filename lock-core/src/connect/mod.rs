@@ -160,15 +160,19 @@ fn scrubbed(error: Error, url: &str) -> Error {
 mod tests {
     use super::*;
 
-    // The table, `connect`'s docs and the README list the same schemes:
-    // a scheme added to the table and not to the docs is one nobody knows
-    // of, and one in the docs and not in the table fails whoever reads them.
+    // The table, `connect`'s docs and the `locks` tool's README (the
+    // operators' list of schemes) list the same schemes: a scheme added to
+    // the table and not to the docs is one nobody knows of, and one in the
+    // docs and not in the table fails whoever reads them.
     #[test]
-    fn the_docs_and_the_readme_list_every_scheme_of_the_table() {
+    fn the_docs_and_the_cli_readme_list_every_scheme_of_the_table() {
         let docs = include_str!("mod.rs");
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            // Not in a packaged crate, whose README is elsewhere.
-            .unwrap_or_default();
+        let readme = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../lock-cli/README.md"
+        ))
+        // Not in a packaged crate, which has no lock-cli beside it.
+        .unwrap_or_default();
         for (scheme, _) in schemes::schemes() {
             let written = format!("`{scheme}://`");
             assert!(
@@ -178,7 +182,7 @@ mod tests {
             if !readme.is_empty() {
                 assert!(
                     readme.contains(&written),
-                    "{written} missing from the README"
+                    "{written} missing from lock-cli/README.md"
                 );
             }
         }

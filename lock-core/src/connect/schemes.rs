@@ -45,8 +45,9 @@ macro_rules! store {
 }
 
 /// Every store [`connect`](crate::connect) reaches, with the schemes it
-/// takes: one entry per store. The docs of `connect` and the README list
-/// the same schemes (a test holds them to this table).
+/// takes: one entry per store. The docs of `connect` and the `locks`
+/// tool's README (`lock-cli/README.md`) list the same schemes (a test
+/// holds them to this table).
 pub(super) const STORES: &[Store] = &[
     Store {
         name: "memory",

@@ -22,13 +22,23 @@ use super::{manager, manager_named};
 ///
 /// # Errors
 ///
-/// [`Problems`], listing each [`Problem`]: a `manager = "x"` that is not
-/// installed; one literal lock name declared with different TTLs (one
-/// problem per name, listing every declaration); one name declared with
-/// different `permits`; a `shared` function whose
-/// manager is not [shared](crate::LockManager::is_shared); a `read` function
-/// whose manager's store keeps no readers
-/// ([`LockStore::read_mode`](crate::LockStore::read_mode)).
+/// [`Problems`], listing each [`Problem`]:
+///
+/// - [`NoManagerInstalled`](Problem::NoManagerInstalled): functions use the
+///   default manager and none is installed, so they lock on a per-process
+///   memory store (one problem, listing them);
+/// - [`ManagerNotInstalled`](Problem::ManagerNotInstalled): a `manager =
+///   "x"` that is not installed;
+/// - [`NotShared`](Problem::NotShared): a `shared` function whose manager
+///   is not [shared](crate::LockManager::is_shared);
+/// - [`ReadUnsupported`](Problem::ReadUnsupported): a `read` function whose
+///   manager's store keeps no readers
+///   ([`LockStore::read_mode`](crate::LockStore::read_mode));
+/// - [`ConflictingTtl`](Problem::ConflictingTtl): one literal lock name
+///   declared with different TTLs (one problem per name, listing every
+///   declaration);
+/// - [`ConflictingPermits`](Problem::ConflictingPermits): one name declared
+///   with different `permits`.
 ///
 /// Every check looks at the manager a call would use at this moment: the
 /// named one, or [`manager`](super::manager) for functions that name none (so, with nothing

@@ -91,7 +91,7 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// Every store, in the order the README's table lists them.
+    /// Every store, in the order the table of `docs/reliability.md` lists them.
     pub const ALL: [StoreKind; 7] = [
         StoreKind::Memory,
         StoreKind::Redis,

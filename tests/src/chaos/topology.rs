@@ -34,8 +34,8 @@ fn store_application() -> String {
 pub async fn connect(kind: StoreKind, url: &str, schema: &str) -> Result<LockManager, String> {
     let mut redis = RedisConfig::new();
     if kind == StoreKind::RedisSentinel {
-        // A failover must not lose lease writes (README, "Redis with
-        // replicas").
+        // A failover must not lose lease writes (`RedisStore`'s docs,
+        // "Redis with replicas").
         redis = redis.replica_acks(1, Duration::from_secs(1));
     }
     let options = ConnectOptions::new()
@@ -73,7 +73,8 @@ pub enum Topology {
 impl Topology {
     /// Starts what `kind` needs; PostgreSQL is `postgres_url`'s server.
     pub fn start(kind: StoreKind, postgres_url: &str) -> Result<Topology, String> {
-        let missing = |what: &str| format!("{what} is not installed; see README, \"Reliability\"");
+        let missing =
+            |what: &str| format!("{what} is not installed; see CONTRIBUTING.md, \"Prerequisites\"");
         Ok(match kind {
             StoreKind::Memory => Topology::Memory,
             StoreKind::Redis => {

@@ -44,6 +44,22 @@ pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
 /// [`ConnectOptions::tls`](crate::ConnectOptions::tls). Words in the URL
 /// win over a configuration's.
 ///
+/// Each store's TLS is behind a feature of its own, over rustls with the
+/// ring provider. Without it, a URL or setting that needs TLS is refused at
+/// connect, naming the feature.
+///
+/// | store | feature | TLS when | what is checked of the server's certificate |
+/// |---|---|---|---|
+/// | PostgreSQL | `postgres-tls` | the URL's `sslmode`: `disable`, `prefer` (the default, as libpq's), `require`, `verify-ca`, `verify-full` | as libpq: `verify-full` the CA and the host name, `verify-ca` (or `require` with a CA) the CA, `prefer` and `require` nothing |
+/// | etcd | `etcd-tls` | `https://` members | the CA and the host name |
+/// | memcached | `memcached-tls` | `memcaches://` (memcached 1.6 started with `-Z`) | the CA and the host name |
+/// | Redis | `redis-tls` | `rediss://`, `rediss+cluster://`, `rediss+sentinel://` | the CA and the host name; a `Tls` of your own for one server only: cluster and Sentinel URLs refuse it (their servers need a publicly signed certificate, or a client built with the redis crate) |
+///
+/// A connect that fails for a certificate says why and what to change: a
+/// server certificate no trusted CA signed names `sslrootcert`, a missing
+/// or untrusted client certificate `sslcert` and `sslkey`, a certificate
+/// for another host the names to dial or `sslmode=verify-ca`.
+///
 /// ```
 /// use lock_core::Tls;
 ///

@@ -54,7 +54,14 @@ use crate::{Error, Holder, Result};
 /// One server: memcached does not replicate, and spreading one lock's
 /// requests over several servers would give each server its own copy of the
 /// lock. A store runs on the tokio runtime it was created in (its connection
-/// tasks live there).
+/// tasks live there). Every call is bounded by [`MemcachedConfig::timeout`]
+/// (3 s by default), and each lock name always goes over the same one of
+/// the store's connections, so its requests reach the server in order.
+/// Credentials in the URL are refused (the meta protocol has no
+/// authentication: keep memcached on a private network); `Debug` shows the
+/// host and port only. Any lock name works (spaces, newlines, unicode, a
+/// kilobyte of text): keys travel in the meta protocol's binary form, as
+/// themselves up to 180 bytes and as their SHA-256 beyond.
 ///
 /// # TLS
 ///

@@ -89,8 +89,8 @@ impl PostgresConfig {
 
     /// Whether connecting creates the tables (and the sweep index) when
     /// missing, with `CREATE ... IF NOT EXISTS` (default true). Turn it off
-    /// when migrations own the schema; the README and the store's docs show
-    /// the DDL.
+    /// when migrations own the schema; the store's docs show the DDL
+    /// ([`PostgresStore`](super::PostgresStore), "The tables").
     pub fn create_table(self, create_table: bool) -> Self {
         PostgresConfig {
             create_table,

@@ -184,9 +184,10 @@ const MAX_PAYLOAD: usize = 7000;
 /// # Any name
 ///
 /// A PostgreSQL `text` cannot hold a NUL byte, and a primary-key entry
-/// cannot exceed about 2.7 KB, so a name with a NUL byte, over 2 KB, or
-/// holding `\u{1}sha256:` is kept under its first bytes (up to the NUL, at
-/// most 1 KB) followed by `\u{1}sha256:` and the SHA-256 of the whole name.
+/// cannot exceed about 2.7 KB, so a name whose store key (the prefix and
+/// the name) holds a NUL byte, is over 2,600 bytes, or holds
+/// `\u{1}sha256:` is kept under its first bytes (up to the NUL, at most
+/// 1 KB) followed by `\u{1}sha256:` and the SHA-256 of the whole key.
 /// Such a name leases, releases and reports its holder like any other;
 /// [`list`](LockStore::list) shows it in that form, and its release wakes
 /// every waiter of each listening process (the `NOTIFY` cannot carry it).
@@ -199,6 +200,16 @@ const MAX_PAYLOAD: usize = 7000;
 /// every listening process wake at once. Otherwise a waiter sleeps for the
 /// holder's remaining TTL, with jitter. When the `LISTEN` connection breaks,
 /// it is opened again after a growing pause and every waiter retries once.
+///
+/// # Calls cut off
+///
+/// Every call, the wait for a pooled connection included, is bounded by
+/// [`PostgresConfig::timeout`] (3 s by default). A call cut off at that
+/// deadline asks the server to cancel its statement and closes its
+/// connection, which never goes back to the pool busy; a call its caller
+/// drops sooner keeps its connection out of the pool until the server has
+/// answered, then returns it. `Debug` shows `user@host:port/db`, never the
+/// password.
 ///
 /// # What PostgreSQL adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///

@@ -47,8 +47,8 @@ impl Statements {
 }
 
 /// The lease table and the fencing counters, for `CREATE ... IF NOT
-/// EXISTS` and the README, and the upgrade of a lease table an earlier
-/// version made.
+/// EXISTS` and the store's docs ("The tables"), and the upgrade of a lease
+/// table an earlier version made.
 ///
 /// `leases`, one row per name:
 /// - `name`: the store key (manager prefix + lock name);

@@ -273,7 +273,9 @@ use crate::{Holder, Result};
 /// the name, though with a higher fencing token: the promoted replica's
 /// counter was behind, its clock was not) and none with
 /// `replica_acks(1, ...)`. One task's uncontended pairs ran at 0.95x to
-/// 1.0x the same commands sent by hand.
+/// 1.0x the same commands sent by hand. The repository's
+/// `docs/reliability.md` and `docs/performance.md` give both runs, with
+/// their commands and dates.
 ///
 /// # What Redis adds to [the guarantee](crate#the-guarantee-stated-honestly)
 ///
