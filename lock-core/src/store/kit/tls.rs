@@ -35,8 +35,13 @@ pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
 /// and key. Each is PEM, from a file or given in memory.
 ///
 /// Without a CA, the server's certificate must chain to a public CA (the
-/// webpki roots, Mozilla's list). The scheme or the URL's `sslmode` says
-/// whether TLS is used at all; `Tls` only says with which certificates.
+/// webpki roots, Mozilla's list; PostgreSQL asks for them by name,
+/// `sslrootcert=system`). The scheme or the URL's `sslmode` says whether
+/// TLS is used at all; `Tls` says with which certificates, and a `Tls`
+/// given for a plain connection is refused rather than left unused. Files
+/// are read when the store connects; the PostgreSQL and memcached stores
+/// read them again when they change (a renewed certificate), at their next
+/// connection.
 ///
 /// Every store takes the same settings: in its URL, as the query words
 /// `sslrootcert=PATH`, `sslcert=PATH` and `sslkey=PATH` (libpq's names), or
@@ -50,7 +55,7 @@ pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
 ///
 /// | store | feature | TLS when | what is checked of the server's certificate |
 /// |---|---|---|---|
-/// | PostgreSQL | `postgres-tls` | the URL's `sslmode`: `disable`, `prefer` (the default, as libpq's), `require`, `verify-ca`, `verify-full` | as libpq: `verify-full` the CA and the host name, `verify-ca` (or `require` with a CA) the CA, `prefer` and `require` nothing |
+/// | PostgreSQL | `postgres-tls` | the URL's `sslmode` (`prefer`, `require`, `verify-ca`, `verify-full`), or a certificate given; without either, plain | as libpq: `verify-full` the CA and the host name; `verify-ca`, and any mode with a CA, the CA; `prefer` and `require` without a CA nothing ([the table](https://docs.rs/lock-core/latest/lock_core/store/struct.PostgresStore.html#tls)) |
 /// | etcd | `etcd-tls` | `https://` members | the CA and the host name |
 /// | memcached | `memcached-tls` | `memcaches://` (memcached 1.6 started with `-Z`) | the CA and the host name |
 /// | Redis | `redis-tls` | `rediss://`, `rediss+cluster://`, `rediss+sentinel://` | the CA and the host name; a `Tls` of your own for one server only: cluster and Sentinel URLs refuse it (their servers need a publicly signed certificate, or a client built with the redis crate) |
@@ -58,7 +63,7 @@ pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
 /// A connect that fails for a certificate says why and what to change: a
 /// server certificate no trusted CA signed names `sslrootcert`, a missing
 /// or untrusted client certificate `sslcert` and `sslkey`, a certificate
-/// for another host the names to dial or `sslmode=verify-ca`.
+/// for another host the names to dial.
 ///
 /// ```
 /// use lock_core::Tls;
