@@ -192,11 +192,16 @@ impl Tls {
             .into_iter()
             .flatten()
             .filter_map(|pem| match pem {
-                Pem::File(path) => Some(
-                    std::fs::metadata(path)
-                        .ok()
-                        .map(|meta| (meta.len(), meta.modified().ok())),
-                ),
+                Pem::File(path) => Some(std::fs::metadata(path).ok().map(|meta| {
+                    #[cfg(unix)]
+                    let inode = {
+                        use std::os::unix::fs::MetadataExt;
+                        (meta.ino(), meta.ctime(), meta.ctime_nsec())
+                    };
+                    #[cfg(not(unix))]
+                    let inode = (0, 0, 0);
+                    (meta.len(), meta.modified().ok(), inode.0, inode.1, inode.2)
+                })),
                 Pem::Bytes(_) => None,
             })
             .collect()
@@ -368,9 +373,11 @@ pub(crate) use reload::Reloading;
 #[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
 mod reload;
 
-/// What a [`Tls`]'s files were when last looked at (their lengths and
-/// times of change), to tell when one has changed.
-pub(crate) type Stamp = Vec<Option<(u64, Option<std::time::SystemTime>)>>;
+/// What a [`Tls`]'s files were when last looked at, to tell when one has
+/// changed: each one's length, time of change and, on Unix, its inode and
+/// the time its inode changed (which a copy that keeps the time of change,
+/// `cp -p`, still moves).
+pub(crate) type Stamp = Vec<Option<(u64, Option<std::time::SystemTime>, u64, i64, i64)>>;
 
 /// `error`, with what to do about it when it is one of the usual TLS
 /// failures (an unknown CA, a missing client certificate, a server that

@@ -96,7 +96,9 @@ const MAX_PAYLOAD: usize = 7000;
 /// and certificates a connection is plain (libpq tries TLS and takes any
 /// certificate, no safer against an attacker), so enabling the feature
 /// changes how no existing URL connects; and a check that fails is an
-/// error, never a fall back to plain. `sslcert=PATH&sslkey=PATH` is a
+/// error, never a fall back to plain. `prefer` stays plain when the server
+/// (or anyone between) answers that it has no TLS, whatever the CA: ask
+/// for `require` or `verify-full` to be sure of TLS. `sslcert=PATH&sslkey=PATH` is a
 /// client certificate, for `cert` authentication or `clientcert=` in
 /// `pg_hba.conf`. The certificates can also come from
 /// [`PostgresConfig::tls`] or [`ConnectOptions::tls`](crate::ConnectOptions::tls);

@@ -204,14 +204,19 @@ pub(super) fn link(url: &str, configured: &Tls) -> Result<Link, String> {
     words.extend(TLS_WORDS);
     let (rest, taken) = conninfo::take(url, &words)?;
     let mut mode = None;
-    let mut system = false;
     let mut files = Vec::new();
+    // The last `sslrootcert` wins, as in libpq: `system` or a file.
+    let mut root = None;
     for (word, value) in &taken {
         match word.as_str() {
             "sslmode" => mode = Some(SslMode::parse(value)?),
-            "sslrootcert" if value == "system" => system = true,
+            "sslrootcert" => root = Some(value.as_str()),
             _ => files.push((word.as_str(), value.as_str())),
         }
+    }
+    let system = root == Some("system");
+    if let Some(file) = root.filter(|root| *root != "system") {
+        files.push(("sslrootcert", file));
     }
     let mut tls = configured
         .clone()
@@ -236,6 +241,17 @@ pub(super) fn link(url: &str, configured: &Tls) -> Result<Link, String> {
     let mut config = rest.parse::<tokio_postgres::Config>().map_err(|e| {
         format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database?sslmode=verify-full")
     })?;
+    // Every `sslmode` was taken out above, so tokio-postgres must see its
+    // default: one it read anyway was written in a way not read here, and
+    // would be overwritten by the plan. Refused, never guessed.
+    if config.get_ssl_mode() != WireMode::Prefer {
+        return Err("the connection string names sslmode in a way that could not be read (write sslmode=MODE, in the URL's query or as one key=value setting)".to_owned());
+    }
+    if config.get_ssl_negotiation() == tokio_postgres::config::SslNegotiation::Direct
+        && check == Check::Plain
+    {
+        return Err("sslnegotiation=direct starts with TLS, and this connection asks for none: add sslmode=require or sslmode=verify-full".to_owned());
+    }
     config.ssl_mode(wire);
     let connector = connector(check, &tls)?;
     Ok(Link {
@@ -323,6 +339,28 @@ mod tests {
     fn without_sslmode_or_certificates_a_connection_is_plain() {
         assert_eq!(read("postgres://u@h/db"), Ok((WireMode::Disable, Check::Plain)));
         assert_eq!(read("host=h user=u"), Ok((WireMode::Disable, Check::Plain)));
+    }
+
+    // libpq takes the last `sslrootcert`: a file after `system` is the CA.
+    #[cfg(feature = "postgres-tls")]
+    #[test]
+    fn the_last_sslrootcert_wins() {
+        let why = read(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=system&sslrootcert=/nonexistent/ca.pem",
+        )
+        .expect_err("the file is the CA, and it is missing");
+        assert!(why.contains("/nonexistent/ca.pem"), "{why}");
+    }
+
+    #[test]
+    fn direct_negotiation_without_tls_is_refused() {
+        for url in [
+            "postgres://u@h/db?sslnegotiation=direct",
+            "host=h sslnegotiation=direct sslmode=disable",
+        ] {
+            let why = read(url).expect_err(url);
+            assert!(why.contains("sslnegotiation=direct"), "{url}: {why}");
+        }
     }
 
     #[test]

@@ -37,19 +37,29 @@ impl Reloading {
     }
 
     /// The configuration for a new connection: read again if a file
-    /// changed since. A file that cannot be used now (half written, say)
-    /// leaves the last good configuration in use, and is tried again at
-    /// the next connection.
+    /// changed since. Files that cannot be used now (a certificate renewed
+    /// before its key, say) leave the last good configuration in use until
+    /// they change again. The files are read outside the lock, so other
+    /// connections opening meanwhile are not held up.
     pub(crate) fn config(&self) -> Arc<ClientConfig> {
         let stamp = self.tls.stamp();
+        {
+            let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+            if current.0 == stamp {
+                return Arc::clone(&current.1);
+            }
+        }
+        let built = (self.build)(&self.tls);
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if current.0 != stamp {
-            match (self.build)(&self.tls) {
-                Ok(config) => *current = (stamp, Arc::new(config)),
-                Err(error) => tracing::warn!(
+        match built {
+            Ok(config) => *current = (stamp, Arc::new(config)),
+            Err(error) => {
+                tracing::warn!(
                     %error,
-                    "a TLS certificate or key file changed but cannot be used; connecting with the ones read before"
-                ),
+                    "a TLS certificate or key file changed but cannot be used; connecting with the ones read before until it changes again"
+                );
+                // Not read again until it changes again.
+                current.0 = stamp;
             }
         }
         Arc::clone(&current.1)
@@ -61,6 +71,45 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    // A renewal that cannot be used is tried once, not at every
+    // connection after it.
+    #[test]
+    fn files_that_cannot_be_used_are_read_once_per_change() {
+        let dir = std::env::temp_dir().join(format!("lock-reload-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "good").expect("write");
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&builds);
+        let reloading = Reloading::new(Tls::new().ca_file(&ca), move |tls| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let pem = tls.ca_bytes()?.unwrap_or_default();
+            if pem.starts_with(b"bad") {
+                return Err("unusable".to_owned());
+            }
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map(|builder| {
+                    builder
+                        .with_root_certificates(rustls::RootCertStore::empty())
+                        .with_no_client_auth()
+                })
+                .map_err(|e| e.to_string())
+        })
+        .expect("built");
+        let good = reloading.config();
+        std::fs::write(&ca, "bad, half written").expect("write");
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(&good, &reloading.config()), "the last good one");
+        }
+        assert_eq!(
+            builds.load(Ordering::SeqCst),
+            2,
+            "built at start, and once for the change"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_changed_file_is_read_again_and_an_unchanged_one_is_not() {
@@ -91,6 +140,19 @@ mod tests {
         let renewed = reloading.config();
         assert!(!Arc::ptr_eq(&first, &renewed), "read again");
         assert_eq!(builds.load(Ordering::SeqCst), 2);
+        // Renewed keeping its length and its time of change (cp -p): the
+        // file is another (its change time, or its inode) all the same.
+        let modified = std::fs::metadata(&ca)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        std::fs::write(&ca, "SECOND, renewed").expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&ca)
+            .and_then(|file| file.set_modified(modified))
+            .expect("set the time of change back");
+        let same_size = reloading.config();
+        assert!(!Arc::ptr_eq(&renewed, &same_size), "read again");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
