@@ -12,7 +12,17 @@ use lock_tests::postgres_tls::TlsPostgres;
 /// The cluster shared by this binary's PostgreSQL TLS tests.
 fn shared() -> Option<&'static TlsPostgres> {
     static SHARED: OnceLock<Option<TlsPostgres>> = OnceLock::new();
-    SHARED.get_or_init(TlsPostgres::start).as_ref()
+    SHARED
+        .get_or_init(|| {
+            let server = TlsPostgres::start()?;
+            // Kept for the process's life: its certificates go when it ends.
+            std::mem::forget(
+                lock_tests::kept::KeptDir::new(server.certs().dir.clone())
+                    .expect("the certificates' remover"),
+            );
+            Some(server)
+        })
+        .as_ref()
 }
 
 /// `sslmode=verify-full` with the cluster's CA, as user `postgres`.

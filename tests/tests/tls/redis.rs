@@ -1,6 +1,7 @@
 //! The Redis store over TLS (`rediss://`, feature `redis-tls`), against a
 //! redis-server this test starts with a certificate it makes.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use lock_core::{ConnectOptions, LockManager, RedisConfig, RedisStore, Tls};
@@ -111,4 +112,64 @@ async fn leases_and_wakeups_work_over_tls() {
         .to_string();
     assert!(why.contains("one Redis server only"), "{why}");
     drop(server);
+}
+
+/// The TLS server shared by the contract suite: client certificates
+/// required, reached with the CA and the client certificate in the URL.
+fn shared_url() -> Option<&'static str> {
+    static SHARED: OnceLock<Option<String>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            if !harness::redis_server_installed() {
+                return harness::unavailable(
+                    "the Redis TLS contract suite",
+                    "redis-server is not on PATH",
+                );
+            }
+            let certs = Certificates::make().expect("certificates");
+            let port = harness::free_port().expect("a free port").to_string();
+            let text = Certificates::text;
+            let server = RedisServer::start_with(&[
+                "--tls-port",
+                &port,
+                "--tls-cert-file",
+                &text(&certs.server_cert),
+                "--tls-key-file",
+                &text(&certs.server_key),
+                "--tls-ca-cert-file",
+                &text(&certs.ca),
+                "--tls-auth-clients",
+                "yes",
+            ])
+            .expect("redis-server with TLS");
+            let url = format!(
+                "rediss://127.0.0.1:{port}?sslrootcert={}&sslcert={}&sslkey={}",
+                text(&certs.ca),
+                text(&certs.client_cert),
+                text(&certs.client_key)
+            );
+            // Kept for the process's life; the certificates go when it ends.
+            std::mem::forget(server);
+            std::mem::forget(
+                lock_tests::kept::KeptDir::new(certs.dir.clone())
+                    .expect("the certificates' remover"),
+            );
+            std::mem::forget(certs);
+            Some(url)
+        })
+        .as_deref()
+}
+
+/// The store contract suite over TLS, client certificate and all.
+mod contract {
+    async fn manager() -> Option<lock_core::LockManager> {
+        let url = super::shared_url()?;
+        Some(lock_core::LockManager::new(
+            lock_core::RedisStore::connect(url)
+                .await
+                .unwrap_or_else(|e| panic!("connecting over TLS: {e}")),
+        ))
+    }
+
+    lock_test_kit::store_contract!(manager());
 }
