@@ -215,3 +215,50 @@ fn debug_shows_no_key_bytes() {
         assert!(shown.contains("bytes of PEM"), "the Tls is shown: {shown}");
     }
 }
+
+/// No log line, from a store that connects and works over TLS or from one
+/// refused, shows the client key (given in memory here) or a password.
+#[test]
+fn no_log_line_shows_a_key() {
+    let Some(member) = member() else { return };
+    let certs = &member.certs;
+    let key = std::fs::read_to_string(&certs.client_key).expect("key");
+    let secret = key
+        .lines()
+        .find(|line| !line.starts_with("-----") && line.len() > 40)
+        .expect("a line of the key")
+        .to_owned();
+    let tls = Tls::new()
+        .ca_file(&certs.ca)
+        .client_cert_pem(std::fs::read(&certs.client_cert).expect("cert"), key);
+    let (captured, _guard) = lock_tests::logs::Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut shown = Vec::new();
+    runtime.block_on(async {
+        let store = EtcdStore::connect_with(&[member.url.as_str()], quick().tls(tls.clone()))
+            .await
+            .expect("connects");
+        let locks = LockManager::new(store);
+        let held = locks
+            .lock("quiet", Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        held.release().await.expect("release");
+        let wrong = tls.clone().ca_file(&certs.other_ca);
+        let error = EtcdStore::connect_with(&[member.url.as_str()], quick().tls(wrong))
+            .await
+            .expect_err("a wrong CA");
+        shown.push(error.chain().to_string());
+    });
+    shown.extend(captured.lines());
+    assert!(shown.len() > 1, "something was logged");
+    for text in &shown {
+        assert!(!text.contains(&secret), "the key shown: {text}");
+        assert!(!text.contains("PRIVATE KEY"), "the key shown: {text}");
+    }
+}

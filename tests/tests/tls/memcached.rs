@@ -193,3 +193,50 @@ async fn a_plain_url_on_a_tls_port_and_a_tls_url_on_a_plain_one_say_so() {
     eprintln!("memcaches:// on a plain port: {text}");
     assert!(text.contains("did not answer in TLS"), "{text}");
 }
+
+/// No log line, from a store that connects and works over TLS or from one
+/// refused, shows the client key (given in memory here).
+#[test]
+fn no_log_line_shows_a_key() {
+    let Some(server) = memcached_tls() else {
+        return;
+    };
+    let key = std::fs::read_to_string(&server.client_key).expect("key");
+    let secret = key
+        .lines()
+        .find(|line| !line.starts_with("-----") && line.len() > 40)
+        .expect("a line of the key")
+        .to_owned();
+    let tls = Tls::new()
+        .ca_file(&server.ca)
+        .client_cert_pem(std::fs::read(&server.client_cert).expect("cert"), key);
+    let (captured, _guard) = lock_tests::logs::Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = format!("memcaches://127.0.0.1:{}", server.port);
+    let mut shown = Vec::new();
+    runtime.block_on(async {
+        let store = MemcachedStore::connect_with(&url, config().tls(tls.clone()))
+            .await
+            .expect("connects");
+        let locks = LockManager::new(store);
+        let held = locks
+            .lock("quiet", Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        held.release().await.expect("release");
+        let wrong = tls.clone().ca_file(&server.other_ca);
+        shown.push(refused(
+            MemcachedStore::connect_with(&url, config().tls(wrong)).await,
+        ));
+    });
+    shown.extend(captured.lines());
+    for text in &shown {
+        assert!(!text.contains(&secret), "the key shown: {text}");
+        assert!(!text.contains("PRIVATE KEY"), "the key shown: {text}");
+    }
+}
