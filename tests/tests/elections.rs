@@ -1,8 +1,6 @@
-//! Leader election: the election suite on every store, one module each,
-//! and failover across processes (`failover`).
-
-#[path = "elections/failover.rs"]
-mod failover;
+//! Leader election: the election suite on every store, one module each.
+//! (Failover across processes is `elections_failover`, a binary of its
+//! own.)
 
 mod memory {
     lock_test_kit::election_contract!(async { Some(lock_core::LockManager::memory()) });

@@ -4,6 +4,15 @@
 //! times in all. Each takeover is timed and printed; every fenced write the
 //! leaders made is checked against the terms written before it, and every
 //! observer's view against the terms that led.
+//!
+//! A binary of its own, and at most two stores' candidates at once: a
+//! leader checks its lease by the clock just before each write, and only a
+//! stall longer than the store's clock margin (12 ms at a 1 s TTL) between
+//! that check and the write lets an old term's write land after a newer
+//! one's, as a resource without fencing would see. So the machine must not
+//! be loaded past what a service's would be: the election suites of the
+//! `elections` binary, run beside these at eight tests at a time, are more
+//! than that on two cores.
 
 use std::time::Duration;
 
@@ -11,6 +20,37 @@ use lock_tests::elections::{Failovers, failovers, mixed};
 use lock_tests::{etcd, harness, postgres};
 
 const ROUNDS: usize = 50;
+
+/// At most two stores' runs at once, whatever `RUST_TEST_THREADS` says.
+static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// One of the two places to run, held while it lives.
+struct Turn;
+
+impl Turn {
+    fn take() -> Turn {
+        let mut running = RUNNING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *running >= 2 {
+            running = FREED
+                .wait(running)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *running += 1;
+        Turn
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *RUNNING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) -= 1;
+        FREED.notify_one();
+    }
+}
 
 /// Prints the run and checks what must hold whatever the timing.
 fn check(store: &str, ttl: Duration, run: &Failovers) {
@@ -77,6 +117,7 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
 
 #[test]
 fn redis_candidates_fail_over() {
+    let _turn = Turn::take();
     let Some(url) = harness::redis_url() else {
         return;
     };
@@ -93,6 +134,7 @@ fn redis_candidates_fail_over() {
 
 #[test]
 fn postgres_candidates_fail_over() {
+    let _turn = Turn::take();
     let Some(url) = postgres::postgres_url() else {
         return;
     };
@@ -114,6 +156,7 @@ fn postgres_candidates_fail_over() {
 
 #[test]
 fn etcd_candidates_fail_over() {
+    let _turn = Turn::take();
     let Some(endpoints) = etcd::etcd_endpoints() else {
         return;
     };
