@@ -32,9 +32,15 @@ pub struct Failovers {
     pub terms: Vec<u64>,
     /// Writes in the file.
     pub writes: usize,
-    /// Writes whose term was below one written before them (an old leader
-    /// writing after a newer one): must be 0.
+    /// Writes whose term was below one written before them, decided after
+    /// the newer leader's first write (an old leader that wrote after it
+    /// lost): must be 0.
     pub violations: usize,
+    /// Writes whose term was below one written before them but decided
+    /// before the newer leader's first write: the old leader was stopped
+    /// between deciding and writing (a SIGSTOP landing there), the limit of
+    /// any lease without fencing at the resource.
+    pub late_writes: usize,
     /// Observers whose terms went backwards, or skipped a term that led
     /// while they watched: must be 0.
     pub observer_faults: Vec<String>,
@@ -236,22 +242,38 @@ pub fn failovers(
     check_observers(&mut run, &candidates);
     let written = std::fs::read_to_string(&writes).unwrap_or_default();
     let _ = std::fs::remove_file(&writes);
-    let mut highest = 0;
+    // The highest term written so far, and when its first write was
+    // decided.
+    let mut highest = (0, 0);
     for (n, line) in written.lines().enumerate() {
-        let Some(term) = line
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse::<u64>().ok())
-        else {
+        let mut words = line.split_whitespace();
+        let Some(term) = words.next().and_then(|t| t.parse::<u64>().ok()) else {
             continue;
         };
+        let decided = words
+            .nth(1)
+            .and_then(|t| t.parse::<u128>().ok())
+            .unwrap_or(u128::MAX);
         run.writes += 1;
-        if term < highest {
-            run.violations += 1;
+        if term < highest.0 {
             let around: Vec<&str> = written.lines().skip(n.saturating_sub(3)).take(6).collect();
-            eprintln!("a write of term {term} after term {highest}, line {n}: {around:?}");
+            if decided > highest.1 {
+                run.violations += 1;
+                eprintln!(
+                    "a write of term {term} decided after term {}'s first, line {n}: {around:?}",
+                    highest.0
+                );
+            } else {
+                run.late_writes += 1;
+                eprintln!(
+                    "a write of term {term} decided before term {}'s first but landing after it (stopped in between), line {n}: {around:?}",
+                    highest.0
+                );
+            }
         }
-        highest = highest.max(term);
+        if term > highest.0 {
+            highest = (term, decided);
+        }
     }
     run
 }

@@ -5,14 +5,16 @@
 //! leaders made is checked against the terms written before it, and every
 //! observer's view against the terms that led.
 //!
-//! A binary of its own, and at most two stores' candidates at once: a
-//! leader checks its lease by the clock just before each write, and only a
-//! stall longer than the store's clock margin (12 ms at a 1 s TTL) between
-//! that check and the write lets an old term's write land after a newer
-//! one's, as a resource without fencing would see. So the machine must not
-//! be loaded past what a service's would be: the election suites of the
-//! `elections` binary, run beside these at eight tests at a time, are more
-//! than that on two cores.
+//! A leader checks its lease by the clock just before each write, and
+//! stamps the write with that moment. A SIGSTOP that lands between the
+//! check and the write lets the write reach the file after a newer leader
+//! began, as on any resource without fencing: such a write is counted as
+//! late, not as a violation, when it was decided before the newer term's
+//! first. A violation is an old leader deciding to write after a newer
+//! one began, which the lease's local deadline must prevent.
+//!
+//! A binary of its own, at most two stores' candidates at once, so that
+//! the timings it prints are not those of a loaded machine.
 
 use std::time::Duration;
 
@@ -64,7 +66,7 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
     lags.sort();
     let lag = lags.get(lags.len() / 2).copied().unwrap_or_default();
     eprintln!(
-        "{store}: {} failovers, ttl {ttl:?}: takeover after resign {} (median), after SIGKILL {}, after SIGSTOP {}; observers {:.1} ms behind (median); {} writes, {} violations",
+        "{store}: {} failovers, ttl {ttl:?}: takeover after resign {} (median), after SIGKILL {}, after SIGSTOP {}; observers {:.1} ms behind (median); {} writes, {} violations, {} landed late (stopped between deciding and writing)",
         run.terms.len() - 1,
         median("resign"),
         median("kill"),
@@ -72,6 +74,7 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
         lag.as_secs_f64() * 1e3,
         run.writes,
         run.violations,
+        run.late_writes,
     );
     assert_eq!(
         run.terms.len(),
@@ -80,7 +83,7 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
     );
     assert_eq!(
         run.violations, 0,
-        "no write of an old term after a newer one"
+        "no old term decided to write after a newer one began"
     );
     assert!(run.writes > 0, "the leaders wrote");
     assert!(

@@ -76,9 +76,14 @@ async fn run(args: &[String]) -> Result<(), String> {
             .map_err(|e| format!("campaign: {}", e.chain()))?;
         let term = leadership.term();
         say(&format!("leading {term} {}", now_us()));
-        let line = format!("{term} {label}\n");
         let writing = async {
             loop {
+                // When the write was decided: after `lost()` was polled
+                // (the select is biased), before the write itself. A
+                // process stopped between the two writes late, as on any
+                // resource without fencing; the reader tells that apart
+                // from a leader that decided to write after it lost.
+                let line = format!("{term} {label} {}\n", now_us());
                 // The naive resource: it takes every write. Only stopping
                 // at `lost()` keeps an old term's writes from landing after
                 // a newer term's. One `write` call per line: O_APPEND puts
