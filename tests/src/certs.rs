@@ -147,6 +147,15 @@ impl Certificates {
         Ok((self.dir.join(cert), self.dir.join(key)))
     }
 
+    /// A line of the client key's body: what no output may ever show.
+    pub fn key_line(&self) -> String {
+        let key = std::fs::read_to_string(&self.client_key).unwrap_or_default();
+        key.lines()
+            .find(|line| !line.starts_with("-----") && line.len() > 40)
+            .unwrap_or("(no key line)")
+            .to_owned()
+    }
+
     /// `path` as text, for a URL or a command line.
     pub fn text(path: &Path) -> String {
         path.display().to_string()

@@ -223,11 +223,7 @@ fn no_log_line_shows_a_key() {
     let Some(member) = member() else { return };
     let certs = &member.certs;
     let key = std::fs::read_to_string(&certs.client_key).expect("key");
-    let secret = key
-        .lines()
-        .find(|line| !line.starts_with("-----") && line.len() > 40)
-        .expect("a line of the key")
-        .to_owned();
+    let secret = certs.key_line();
     let tls = Tls::new()
         .ca_file(&certs.ca)
         .client_cert_pem(std::fs::read(&certs.client_cert).expect("cert"), key);

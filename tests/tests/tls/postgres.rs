@@ -269,11 +269,7 @@ fn no_password_or_key_shows_in_debug_errors_or_logs() {
     let Some(server) = shared() else { return };
     let certs = server.certs();
     let key = std::fs::read_to_string(&certs.client_key).expect("key");
-    let secret_line = key
-        .lines()
-        .find(|line| !line.starts_with("-----") && line.len() > 40)
-        .expect("a line of the key")
-        .to_owned();
+    let secret_line = certs.key_line();
     let config = PostgresConfig::new().tls(Tls::new().client_cert_pem(
         std::fs::read(&certs.client_cert).expect("cert"),
         key.clone(),
