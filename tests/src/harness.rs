@@ -229,6 +229,9 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// Added to the server's environment at every start, restarts included
+    /// (the watchdog's shell gets it too, and does nothing with it).
+    env: Vec<(String, String)>,
     /// Closing it makes the watchdog kill the server.
     watchdog: Option<(Child, ChildStdin)>,
     pid: u32,
@@ -244,6 +247,14 @@ impl RedisServer {
     /// As [`start`](RedisServer::start), with extra `redis-server` arguments
     /// (for example `["--requirepass", "secret"]`).
     pub fn start_with(args: &[&str]) -> Option<RedisServer> {
+        Self::start_with_env(args, &[])
+    }
+
+    /// As [`start_with`](RedisServer::start_with), with `env` added to the
+    /// server's environment, at this start and every
+    /// [`restart`](RedisServer::restart): a
+    /// [`ServerClock`](crate::server_clock::ServerClock)'s, say.
+    pub fn start_with_env(args: &[&str], env: &[(String, String)]) -> Option<RedisServer> {
         if !redis_server_installed() {
             return unavailable(
                 "a test that needs a Redis server of its own",
@@ -252,18 +263,22 @@ impl RedisServer {
         }
         let extra = args.iter().map(|a| (*a).to_owned()).collect();
         Some(
-            Self::start_fresh(extra, Cleanup::OnDrop)
+            Self::start_fresh(extra, env, Cleanup::OnDrop)
                 .unwrap_or_else(|e| panic!("starting redis-server: {e}")),
         )
     }
 
     fn start_shared() -> io::Result<RedisServer> {
-        Self::start_fresh(Vec::new(), Cleanup::AtExit)
+        Self::start_fresh(Vec::new(), &[], Cleanup::AtExit)
     }
 
     /// Starts on a fresh port, retrying with another port if one was taken
     /// between choosing and binding it.
-    fn start_fresh(extra: Vec<String>, cleanup: Cleanup) -> io::Result<RedisServer> {
+    fn start_fresh(
+        extra: Vec<String>,
+        env: &[(String, String)],
+        cleanup: Cleanup,
+    ) -> io::Result<RedisServer> {
         let mut last = io::Error::other("no attempt made");
         for _ in 0..5 {
             let port = free_port()?;
@@ -272,6 +287,7 @@ impl RedisServer {
                 port,
                 dir,
                 extra: extra.clone(),
+                env: env.to_vec(),
                 watchdog: None,
                 pid: 0,
             };
@@ -302,6 +318,7 @@ impl RedisServer {
             .arg(self.dir.join("redis.log"))
             .args(["--save", "", "--appendonly", "no"])
             .args(&self.extra)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -354,7 +371,7 @@ impl RedisServer {
     }
 
     /// Starts the server again on the same port, with an empty dataset (and
-    /// an empty script cache).
+    /// an empty script cache), in the environment it was started with.
     pub fn restart(&mut self) -> io::Result<()> {
         self.stop();
         self.launch(Cleanup::OnDrop)
@@ -453,7 +470,7 @@ impl RedisCluster {
     /// be a stranger. [`start_kept`](RedisCluster::start_kept) makes a
     /// cluster whose nodes can come back.
     pub fn start_with_replicas(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
-        Self::create(primaries, replicas, Cleanup::AtExit)
+        Self::create(primaries, replicas, &[], Cleanup::AtExit)
     }
 
     /// As [`start_with_replicas`](RedisCluster::start_with_replicas), with
@@ -463,10 +480,28 @@ impl RedisCluster {
     /// the cluster is dropped, or when the test process ends however it
     /// ends.
     pub fn start_kept(primaries: usize, replicas: usize) -> io::Result<RedisCluster> {
-        Self::create(primaries, replicas, Cleanup::OnDrop)
+        Self::start_kept_with_env(primaries, replicas, &[])
     }
 
-    fn create(primaries: usize, replicas: usize, cleanup: Cleanup) -> io::Result<RedisCluster> {
+    /// As [`start_kept`](RedisCluster::start_kept), with `env` added to
+    /// every node's environment, at its start and every
+    /// [`restart_node`](RedisCluster::restart_node): a
+    /// [`ServerClock`](crate::server_clock::ServerClock)'s, say, which then
+    /// moves the clocks of all the nodes together.
+    pub fn start_kept_with_env(
+        primaries: usize,
+        replicas: usize,
+        env: &[(String, String)],
+    ) -> io::Result<RedisCluster> {
+        Self::create(primaries, replicas, env, Cleanup::OnDrop)
+    }
+
+    fn create(
+        primaries: usize,
+        replicas: usize,
+        env: &[(String, String)],
+        cleanup: Cleanup,
+    ) -> io::Result<RedisCluster> {
         let total = primaries * (1 + replicas);
         let mut nodes = Vec::with_capacity(total);
         let mut kept = Vec::new();
@@ -479,7 +514,7 @@ impl RedisCluster {
                 "--cluster-node-timeout".to_owned(),
                 "2000".to_owned(),
             ];
-            let node = RedisServer::start_fresh(extra, cleanup)?;
+            let node = RedisServer::start_fresh(extra, env, cleanup)?;
             if let Cleanup::OnDrop = cleanup {
                 kept.push(KeptDir::new(node.dir.clone())?);
             }

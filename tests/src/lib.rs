@@ -11,12 +11,14 @@ pub mod harness;
 pub mod kept;
 pub mod logs;
 pub mod memcached;
+pub mod netns;
 pub mod postgres;
 pub mod postgres_tls;
 pub mod proxy;
 pub mod raw;
 pub mod sentinel;
 pub mod server;
+pub mod server_clock;
 
 /// The Rust snippets of the workspace's Markdown files, compiled as doctests
 /// of this crate (`cargo test -p lock-tests --doc`), which builds lock-core

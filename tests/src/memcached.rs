@@ -40,25 +40,35 @@ pub fn start() -> Option<Server> {
 
 /// As [`start`], with `extra` arguments for memcached (`["-C"]`: no CAS).
 pub fn start_with(extra: &[&str]) -> Option<Server> {
+    start_with_env(extra, &[])
+}
+
+/// As [`start_with`], with `env` added to memcached's environment, at this
+/// start and every [`Server::restart`]: a
+/// [`ServerClock`](crate::server_clock::ServerClock)'s, say (which moves
+/// only the `time` reported by a memcached started after the move, never
+/// when its items expire: see [`server_clock`](crate::server_clock)).
+pub fn start_with_env(extra: &[&str], env: &[(String, String)]) -> Option<Server> {
     if !installed("memcached") {
         return unavailable(
             "a test that needs a memcached server of its own",
             "memcached is not on PATH (apt-get install memcached)",
         );
     }
-    Some(start_server_with(extra).unwrap_or_else(|e| panic!("starting memcached: {e}")))
+    Some(start_server_with(extra, env).unwrap_or_else(|e| panic!("starting memcached: {e}")))
 }
 
 fn start_server() -> io::Result<Server> {
-    start_server_with(&[])
+    start_server_with(&[], &[])
 }
 
-fn start_server_with(extra: &[&str]) -> io::Result<Server> {
-    start_server_with_ready(extra, ready)
+fn start_server_with(extra: &[&str], env: &[(String, String)]) -> io::Result<Server> {
+    start_server_with_ready(extra, env, ready)
 }
 
 fn start_server_with_ready(
     extra: &[&str],
+    env: &[(String, String)],
     ready: impl Fn(u16) -> io::Result<()>,
 ) -> io::Result<Server> {
     // memcached refuses to run as root unless told which user to be.
@@ -82,7 +92,7 @@ fn start_server_with_ready(
         args.extend(["-u", "root"]);
     }
     args.extend(extra);
-    Server::start("memcached", &args, ready)
+    Server::start_with_env("memcached", &args, env, ready)
 }
 
 /// `memcache://127.0.0.1:<port>` of `server`.
@@ -209,7 +219,7 @@ fn start_tls_server() -> io::Result<(Server, TlsMemcached)> {
         certs.server_key.display(),
         certs.ca.display()
     );
-    let server = start_server_with_ready(&["-Z", "-o", &options], |port| {
+    let server = start_server_with_ready(&["-Z", "-o", &options], &[], |port| {
         tls_ready(port, &certs.ca, &certs.client_cert, &certs.client_key)
     })?;
     // memcached has read its own files; the client's move to the server's

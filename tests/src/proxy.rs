@@ -17,6 +17,12 @@
 //!
 //! The proxy runs on the test's tokio runtime; dropping it stops accepting
 //! and closes every connection.
+//!
+//! [`Proxy::start_in`] makes the same proxy listen inside a
+//! [network namespace](crate::netns), on the address a client there will
+//! dial anyway (the port a server announces), while it dials its upstream
+//! from the host: every connection a process in the namespace makes to that
+//! address crosses the proxy and meets its faults.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,15 +31,20 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::netns::Netns;
 
 /// What every connection consults before moving bytes.
 struct Controls {
     /// True while stalled.
     stalled: watch::Sender<bool>,
-    /// Added before each server-to-client chunk.
+    /// Added before each server-to-client chunk, in turn.
     delay: watch::Sender<Duration>,
+    /// How long after it arrived each server-to-client chunk is delivered.
+    latency: watch::Sender<Duration>,
     drop_subscribers: AtomicBool,
     connections: AtomicUsize,
     /// Bumped by `cut_all`: connections end when it changes.
@@ -53,10 +64,33 @@ impl Proxy {
     /// `upstream` (`"127.0.0.1:6379"`).
     pub async fn start(upstream: &str) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::forward(listener, upstream)
+    }
+
+    /// Listens on `listen` inside `netns` (`127.0.0.1:7001`: the namespace's
+    /// own loopback) and forwards every connection to `upstream`, dialled
+    /// from the host's namespace (`"127.0.0.1:7001"`: the host's server on
+    /// the same port). Only processes in `netns` reach [`addr`](Proxy::addr);
+    /// every fault works as on a proxy from [`start`](Proxy::start).
+    pub async fn start_in(
+        netns: &Netns,
+        listen: SocketAddr,
+        upstream: &str,
+    ) -> std::io::Result<Proxy> {
+        // Blocks this runtime thread while a short-lived thread enters the
+        // namespace and binds: a system call or two, not a wait on the
+        // network.
+        let listener = TcpListener::from_std(netns.bind(listen)?)?;
+        Self::forward(listener, upstream)
+    }
+
+    /// Accepts on `listener` and forwards to `upstream` until dropped.
+    fn forward(listener: TcpListener, upstream: &str) -> std::io::Result<Proxy> {
         let addr = listener.local_addr()?;
         let controls = Arc::new(Controls {
             stalled: watch::channel(false).0,
             delay: watch::channel(Duration::ZERO).0,
+            latency: watch::channel(Duration::ZERO).0,
             drop_subscribers: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             cuts: watch::channel(0).0,
@@ -87,7 +121,8 @@ impl Proxy {
         })
     }
 
-    /// Where clients connect.
+    /// Where clients connect (inside the namespace, for a proxy from
+    /// [`start_in`](Proxy::start_in)).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -113,6 +148,15 @@ impl Proxy {
     /// none).
     pub fn set_delay(&self, delay: Duration) {
         self.controls.delay.send_replace(delay);
+    }
+
+    /// Delivers every chunk from the server to the client `latency` after
+    /// it arrived (zero: at once), reading on meanwhile: a link whose
+    /// answers all come that much late, however many are in flight, while
+    /// requests go through. (Unlike [`set_delay`](Proxy::set_delay), whose
+    /// chunks wait behind each other.)
+    pub fn set_latency(&self, latency: Duration) {
+        self.controls.latency.send_replace(latency);
     }
 
     /// When on, a connection whose client sent `SUBSCRIBE` is closed right
@@ -179,49 +223,74 @@ enum Direction {
 }
 
 /// Copies `from` to `to` chunk by chunk, obeying the controls; returns when
-/// either side is done or the connection must end.
+/// either side is done or the connection must end. Reading goes on while
+/// earlier chunks wait: each is stamped as it arrives, so a latency holds
+/// every chunk the same time after its arrival.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     controls: Arc<Controls>,
     direction: Direction,
 ) {
-    let mut stalled = controls.stalled.subscribe();
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        let read = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => read,
-        };
-        let chunk = &buffer[..read];
-        if let Direction::Down(_) = direction {
-            let delay = *controls.delay.borrow();
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+    let (send, mut receive) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reading = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let read = match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            };
+            if send
+                .send((Instant::now(), buffer[..read].to_vec()))
+                .is_err()
+            {
+                return;
             }
         }
-        // Held, not dropped, while stalled.
-        if stalled.wait_for(|stalled| !stalled).await.is_err() {
-            return;
-        }
-        if to.write_all(chunk).await.is_err() {
-            return;
-        }
-        match &direction {
-            Direction::Up(subscribed) => {
-                if contains_ignoring_case(chunk, b"SUBSCRIBE") {
-                    subscribed.store(true, Ordering::SeqCst);
+    };
+    let writing = async {
+        let mut stalled = controls.stalled.subscribe();
+        while let Some((arrived, chunk)) = receive.recv().await {
+            if let Direction::Down(_) = direction {
+                let latency = *controls.latency.borrow();
+                if !latency.is_zero() {
+                    tokio::time::sleep_until(arrived + latency).await;
+                }
+                let delay = *controls.delay.borrow();
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
                 }
             }
-            Direction::Down(subscribed) => {
-                if subscribed.load(Ordering::SeqCst)
-                    && controls.drop_subscribers.load(Ordering::SeqCst)
-                {
-                    return;
+            // Held, not dropped, while stalled.
+            if stalled.wait_for(|stalled| !stalled).await.is_err() {
+                return;
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+            match &direction {
+                Direction::Up(subscribed) => {
+                    if contains_ignoring_case(&chunk, b"SUBSCRIBE") {
+                        subscribed.store(true, Ordering::SeqCst);
+                    }
+                }
+                Direction::Down(subscribed) => {
+                    if subscribed.load(Ordering::SeqCst)
+                        && controls.drop_subscribers.load(Ordering::SeqCst)
+                    {
+                        return;
+                    }
                 }
             }
         }
+    };
+    tokio::pin!(writing);
+    tokio::select! {
+        () = &mut writing => return,
+        // The reader is done: what it read is still delivered.
+        () = reading => {}
     }
+    writing.await;
 }
 
 fn contains_ignoring_case(haystack: &[u8], needle: &[u8]) -> bool {
@@ -256,6 +325,71 @@ mod tests {
         addr
     }
 
+    /// A proxy in front of an echo server of its own, and where its
+    /// clients stand.
+    struct Setup {
+        proxy: Proxy,
+        /// `None`: a proxy from `start`, clients on the host. `Some`: one
+        /// from `start_in`, clients inside this namespace.
+        netns: Option<Netns>,
+    }
+
+    impl Setup {
+        /// Where the clients stand, for assertion messages.
+        fn place(&self) -> &'static str {
+            match self.netns {
+                None => "from the host",
+                Some(_) => "in a namespace",
+            }
+        }
+
+        /// A client connection to the proxy.
+        async fn connect(&self) -> TcpStream {
+            let Some(netns) = &self.netns else {
+                return TcpStream::connect(self.proxy.addr())
+                    .await
+                    .expect("connect");
+            };
+            // The kernel completes a loopback connect without the accept
+            // task, so blocking this thread for it is safe.
+            let stream = netns
+                .connect(self.proxy.addr())
+                .expect("connect in the namespace");
+            stream.set_nonblocking(true).expect("nonblocking");
+            TcpStream::from_std(stream).expect("on the runtime")
+        }
+    }
+
+    /// Every way a proxy is made: `start`, and `start_in` when this process
+    /// can make a namespace (a loud skip otherwise, a failure under
+    /// `CI=true`). The namespaced proxy listens on its server's own port,
+    /// as it does in front of a cluster node: a client that reached the
+    /// server past it would show as an uncounted connection.
+    async fn setups() -> Vec<Setup> {
+        let mut setups = vec![Setup {
+            proxy: Proxy::start(&echo().await).await.expect("proxy"),
+            netns: None,
+        }];
+        match Netns::unavailable_reason() {
+            None => {
+                let upstream = echo().await;
+                let netns = Netns::create().expect("a namespace");
+                let listen = upstream.parse().expect("an address");
+                let proxy = Proxy::start_in(&netns, listen, &upstream)
+                    .await
+                    .expect("a proxy in the namespace");
+                setups.push(Setup {
+                    proxy,
+                    netns: Some(netns),
+                });
+            }
+            Some(why) => {
+                crate::harness::unavailable::<()>("the proxy tests in a network namespace", why);
+            }
+        }
+        setups
+    }
+
     async fn roundtrip(stream: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
         stream.write_all(bytes).await.expect("write");
         let mut back = vec![0u8; bytes.len()];
@@ -268,85 +402,110 @@ mod tests {
 
     #[tokio::test]
     async fn bytes_pass_through_and_connections_are_counted() {
-        let proxy = Proxy::start(&echo().await).await.expect("proxy");
-        let mut a = TcpStream::connect(proxy.addr()).await.expect("connect");
-        let mut b = TcpStream::connect(proxy.addr()).await.expect("connect");
-        assert_eq!(roundtrip(&mut a, b"hello").await, b"hello");
-        assert_eq!(roundtrip(&mut b, b"there").await, b"there");
-        assert_eq!(proxy.connections(), 2, "both connections counted");
+        for setup in setups().await {
+            let place = setup.place();
+            let mut a = setup.connect().await;
+            let mut b = setup.connect().await;
+            assert_eq!(roundtrip(&mut a, b"hello").await, b"hello", "{place}");
+            assert_eq!(roundtrip(&mut b, b"there").await, b"there", "{place}");
+            assert_eq!(
+                setup.proxy.connections(),
+                2,
+                "both connections counted, {place}"
+            );
+        }
     }
 
     // A stall must hold bytes (as a frozen peer does), not drop them.
     #[tokio::test]
     async fn a_stall_holds_bytes_until_resumed() {
-        let proxy = Proxy::start(&echo().await).await.expect("proxy");
-        let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
-        assert_eq!(roundtrip(&mut stream, b"before").await, b"before");
-        proxy.stall();
-        stream.write_all(b"held").await.expect("write");
-        let mut back = [0u8; 4];
-        let early =
-            tokio::time::timeout(Duration::from_millis(200), stream.read_exact(&mut back)).await;
-        assert!(early.is_err(), "nothing arrives while stalled");
-        proxy.resume();
-        tokio::time::timeout(GUARD, stream.read_exact(&mut back))
-            .await
-            .expect("delivered after resume")
-            .expect("read");
-        assert_eq!(&back, b"held", "the held bytes, intact");
+        for setup in setups().await {
+            let (proxy, place) = (&setup.proxy, setup.place());
+            let mut stream = setup.connect().await;
+            assert_eq!(roundtrip(&mut stream, b"before").await, b"before");
+            proxy.stall();
+            stream.write_all(b"held").await.expect("write");
+            let mut back = [0u8; 4];
+            let early =
+                tokio::time::timeout(Duration::from_millis(200), stream.read_exact(&mut back))
+                    .await;
+            assert!(early.is_err(), "nothing arrives while stalled, {place}");
+            proxy.resume();
+            tokio::time::timeout(GUARD, stream.read_exact(&mut back))
+                .await
+                .expect("delivered after resume")
+                .expect("read");
+            assert_eq!(&back, b"held", "the held bytes, intact, {place}");
+        }
     }
 
     #[tokio::test]
     async fn a_delay_holds_each_reply_back() {
-        let proxy = Proxy::start(&echo().await).await.expect("proxy");
-        let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
-        proxy.set_delay(Duration::from_millis(150));
-        let started = tokio::time::Instant::now();
-        assert_eq!(roundtrip(&mut stream, b"slow").await, b"slow");
-        assert!(
-            started.elapsed() >= Duration::from_millis(150),
-            "the reply waited the delay: {:?}",
-            started.elapsed()
-        );
+        for setup in setups().await {
+            let place = setup.place();
+            let mut stream = setup.connect().await;
+            setup.proxy.set_delay(Duration::from_millis(150));
+            let started = tokio::time::Instant::now();
+            assert_eq!(roundtrip(&mut stream, b"slow").await, b"slow");
+            assert!(
+                started.elapsed() >= Duration::from_millis(150),
+                "the reply waited the delay, {place}: {:?}",
+                started.elapsed()
+            );
+        }
     }
 
     // A subscriber's connection ends after its reply; others stay up.
     #[tokio::test]
     async fn subscribers_are_dropped_after_their_reply_and_others_are_not() {
-        let proxy = Proxy::start(&echo().await).await.expect("proxy");
-        proxy.drop_subscribers(true);
-        let mut subscriber = TcpStream::connect(proxy.addr()).await.expect("connect");
-        let mut other = TcpStream::connect(proxy.addr()).await.expect("connect");
-        assert_eq!(
-            roundtrip(&mut subscriber, b"subscribe chan").await,
-            b"subscribe chan",
-            "the reply itself is delivered"
-        );
-        let mut rest = [0u8; 1];
-        let closed = tokio::time::timeout(GUARD, subscriber.read(&mut rest))
-            .await
-            .expect("closed promptly");
-        assert!(matches!(closed, Ok(0) | Err(_)), "then closed: {closed:?}");
-        assert_eq!(roundtrip(&mut other, b"get key").await, b"get key");
-        assert_eq!(
-            roundtrip(&mut other, b"again").await,
-            b"again",
-            "still open"
-        );
+        for setup in setups().await {
+            let place = setup.place();
+            setup.proxy.drop_subscribers(true);
+            let mut subscriber = setup.connect().await;
+            let mut other = setup.connect().await;
+            assert_eq!(
+                roundtrip(&mut subscriber, b"subscribe chan").await,
+                b"subscribe chan",
+                "the reply itself is delivered, {place}"
+            );
+            let mut rest = [0u8; 1];
+            let closed = tokio::time::timeout(GUARD, subscriber.read(&mut rest))
+                .await
+                .expect("closed promptly");
+            assert!(
+                matches!(closed, Ok(0) | Err(_)),
+                "then closed, {place}: {closed:?}"
+            );
+            assert_eq!(roundtrip(&mut other, b"get key").await, b"get key");
+            assert_eq!(
+                roundtrip(&mut other, b"again").await,
+                b"again",
+                "still open, {place}"
+            );
+        }
     }
 
     #[tokio::test]
     async fn cut_all_closes_every_connection() {
-        let proxy = Proxy::start(&echo().await).await.expect("proxy");
-        let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
-        assert_eq!(roundtrip(&mut stream, b"up").await, b"up");
-        proxy.cut_all();
-        let mut rest = [0u8; 1];
-        let closed = tokio::time::timeout(GUARD, stream.read(&mut rest))
-            .await
-            .expect("closed promptly");
-        assert!(matches!(closed, Ok(0) | Err(_)), "closed: {closed:?}");
-        let mut fresh = TcpStream::connect(proxy.addr()).await.expect("connect");
-        assert_eq!(roundtrip(&mut fresh, b"new").await, b"new", "new ones work");
+        for setup in setups().await {
+            let place = setup.place();
+            let mut stream = setup.connect().await;
+            assert_eq!(roundtrip(&mut stream, b"up").await, b"up");
+            setup.proxy.cut_all();
+            let mut rest = [0u8; 1];
+            let closed = tokio::time::timeout(GUARD, stream.read(&mut rest))
+                .await
+                .expect("closed promptly");
+            assert!(
+                matches!(closed, Ok(0) | Err(_)),
+                "closed, {place}: {closed:?}"
+            );
+            let mut fresh = setup.connect().await;
+            assert_eq!(
+                roundtrip(&mut fresh, b"new").await,
+                b"new",
+                "new ones work, {place}"
+            );
+        }
     }
 }

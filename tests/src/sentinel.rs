@@ -74,6 +74,9 @@ pub struct Passwords {
 pub struct Sentinels {
     service: String,
     passwords: Passwords,
+    /// Added to the data nodes' environment (not the sentinels') at every
+    /// start, [`bring_back`](Sentinels::bring_back) included.
+    data_env: Vec<(String, String)>,
     /// The two data nodes; which one is the primary changes with each
     /// failover.
     nodes: Vec<DataNode>,
@@ -98,6 +101,20 @@ impl Sentinels {
     /// As [`start`](Sentinels::start), with passwords on the data nodes,
     /// the sentinels, or both.
     pub fn start_with(passwords: Passwords) -> Option<Sentinels> {
+        Self::start_with_env(passwords, &[])
+    }
+
+    /// As [`start_with`](Sentinels::start_with), with `data_env` added to
+    /// the environment of the two data nodes, at their start and whenever
+    /// they come back ([`bring_back`](Sentinels::bring_back),
+    /// [`start_replica`](Sentinels::start_replica)); the sentinels run
+    /// without it. A
+    /// [`ServerClock`](crate::server_clock::ServerClock)'s environment, say,
+    /// moves the data nodes' clocks and leaves the sentinels' alone.
+    pub fn start_with_env(
+        passwords: Passwords,
+        data_env: &[(String, String)],
+    ) -> Option<Sentinels> {
         if !redis_server_installed() {
             return unavailable(
                 "a Redis Sentinel test",
@@ -105,18 +122,19 @@ impl Sentinels {
             );
         }
         Some(
-            Self::launch(passwords)
+            Self::launch(passwords, data_env.to_vec())
                 .unwrap_or_else(|e| panic!("starting a primary, a replica and sentinels: {e}")),
         )
     }
 
-    fn launch(passwords: Passwords) -> io::Result<Sentinels> {
+    fn launch(passwords: Passwords, data_env: Vec<(String, String)>) -> io::Result<Sentinels> {
         let service = format!("locks-{:08x}", rand::random::<u32>());
-        let primary = start_node(None, &passwords, None)?;
-        let replica = start_node(None, &passwords, Some(primary.port))?;
+        let primary = start_node(None, &passwords, None, &data_env)?;
+        let replica = start_node(None, &passwords, Some(primary.port), &data_env)?;
         let mut group = Sentinels {
             service,
             passwords,
+            data_env,
             nodes: vec![
                 DataNode {
                     port: primary.port,
@@ -360,7 +378,7 @@ impl Sentinels {
         if self.nodes[index].server.is_some() {
             return Err(io::Error::other(format!("the node on port {port} runs")));
         }
-        let server = start_node(Some(port), &self.passwords, Some(primary))?;
+        let server = start_node(Some(port), &self.passwords, Some(primary), &self.data_env)?;
         self.nodes[index].server = Some(server);
         self.settle(primary, Some(port), guard)
     }
@@ -549,11 +567,12 @@ impl Sentinels {
 }
 
 /// A data node on `port` (a free one when `None`), replicating from
-/// `primary` when given.
+/// `primary` when given, with `env` added to its environment.
 fn start_node(
     port: Option<u16>,
     passwords: &Passwords,
     primary: Option<u16>,
+    env: &[(String, String)],
 ) -> io::Result<Server> {
     let mut args: Vec<String> = [
         "--port",
@@ -594,8 +613,8 @@ fn start_node(
     let password = passwords.data.clone();
     let ready = move |port| ping(port, password.as_deref());
     match port {
-        Some(port) => Server::start_at(port, "redis-server", &args, ready),
-        None => Server::start("redis-server", &args, ready),
+        Some(port) => Server::start_at_with_env(port, "redis-server", &args, env, ready),
+        None => Server::start_with_env("redis-server", &args, env, ready),
     }
 }
 
@@ -634,7 +653,7 @@ pub fn sentinel_url() -> Option<String> {
             if !redis_server_installed() {
                 return Err("redis-server is not on PATH".to_owned());
             }
-            let group = Sentinels::launch(Passwords::default())
+            let group = Sentinels::launch(Passwords::default(), Vec::new())
                 .map_err(|e| format!("a primary, a replica and sentinels: {e}"))?;
             let url = group.url();
             // Lives until the process ends; the watchdogs then stop it.

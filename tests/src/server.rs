@@ -31,6 +31,9 @@ pub struct Server {
     dir: PathBuf,
     program: String,
     args: Vec<String>,
+    /// Set in the environment of every start, restarts included (the
+    /// watchdog's shell gets it too, and does nothing with it).
+    env: Vec<(String, String)>,
     watchdog: Option<(Child, ChildStdin)>,
 }
 
@@ -43,10 +46,22 @@ impl Server {
         args: &[&str],
         ready: impl Fn(u16) -> io::Result<()>,
     ) -> io::Result<Server> {
+        Self::start_with_env(program, args, &[], ready)
+    }
+
+    /// As [`start`](Server::start), with `env` added to the server's
+    /// environment, at this start and every [`restart`](Server::restart)
+    /// (a [`ServerClock`](crate::server_clock::ServerClock)'s, say).
+    pub fn start_with_env(
+        program: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        ready: impl Fn(u16) -> io::Result<()>,
+    ) -> io::Result<Server> {
         let mut last = io::Error::other("no attempt made");
         for _ in 0..5 {
             let port = crate::harness::free_port()?;
-            match Self::start_at(port, program, args, &ready) {
+            match Self::start_at_with_env(port, program, args, env, &ready) {
                 Ok(server) => return Ok(server),
                 Err(e) => last = e,
             }
@@ -62,6 +77,18 @@ impl Server {
         args: &[&str],
         ready: impl Fn(u16) -> io::Result<()>,
     ) -> io::Result<Server> {
+        Self::start_at_with_env(port, program, args, &[], ready)
+    }
+
+    /// As [`start_at`](Server::start_at), with `env` added to the server's
+    /// environment, as [`start_with_env`](Server::start_with_env) does.
+    pub fn start_at_with_env(
+        port: u16,
+        program: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        ready: impl Fn(u16) -> io::Result<()>,
+    ) -> io::Result<Server> {
         let unique: u64 = rand::random();
         let dir = std::env::temp_dir().join(format!(
             "lock-tests-{program}-{}-{port}-{unique:016x}",
@@ -73,6 +100,7 @@ impl Server {
             dir,
             program: program.to_owned(),
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            env: env.to_vec(),
             watchdog: None,
         };
         server.launch(&ready)?;
@@ -99,6 +127,7 @@ impl Server {
             .arg(&self.dir)
             .arg(&self.program)
             .args(&args)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -144,7 +173,8 @@ impl Server {
         self.stop();
     }
 
-    /// Starts the server again on the same port, with nothing in it.
+    /// Starts the server again on the same port, with nothing in it (and
+    /// the environment it was started with).
     pub fn restart(&mut self, ready: impl Fn(u16) -> io::Result<()>) -> io::Result<()> {
         self.stop();
         self.launch(&ready)
