@@ -1,24 +1,28 @@
 //! The report: every figure computed from the run's records, printed and
-//! as JSON, and the figures that must be 0.
+//! as JSON, and the figures that must be 0 and those that must not be.
 //!
 //! | figure | must be | from |
 //! |---|---|---|
 //! | stale writes accepted | 0 | a fenced write accepted although another holder read the row between its read and its write (row versions, no clocks) |
 //! | lost updates on the resource | 0 | accepted writes minus the row's value |
 //! | fenced reads refused | 0 | a new holder whose fence was lower than one the row had already seen: the store's fences went back |
-//! | leases left after the clean stop | 0 | the store, checked name by name once every worker has stopped |
-//! | stuck names | 0 | a name still untaken `TTL` + slack after its holder was killed, paused or cut off |
-//! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (a pause, partition or cut connections of either worker, and store-wide faults, excused; memcached has no cross-process wakeups) |
-//! | unexplained overlaps | 0 | two plain critical sections of one name at once with no fault to explain it |
+//! | unexplained overlaps | 0 | two sections of one lock at once, fenced or plain, with no fault to explain it (see [`explain`](super::explain)) |
+//! | leases left after the clean stop | 0 | the store, checked for every lease each worker held at or after the stop as it ends, then for every name |
+//! | stuck names | 0 | a name refused to another worker `TTL` + slack after its holder was killed, paused or cut off, before anyone took it |
+//! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (memcached has no cross-process wakeups) |
+//! | stalled workers | 0 | a fault-free stretch of 3 TTLs in which a worker finished no call (a body that ran, or a clean `None`) |
 //! | fault kinds never injected | 0 | a kind the store suffers that the run did not manage to inject |
+//! | renewals performed | above 0 | extends the store accepted for the calls' leases |
+//! | sections longer than the TTL | above 0 | sections that finished, their lease kept alive past its TTL |
+//! | stale writes rejected | above 0 (fencing stores) | a fenced write the fence refused: the fence was tested |
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio_postgres::Client;
 
+use super::explain::{Faults, Side, slot_of, stalls};
 use super::resource::Schema;
 use super::run::LeasesLeft;
 use super::{FaultKind, STUCK_SLACK, StoreKind, TTL, WAKE_SLACK};
@@ -52,7 +56,7 @@ pub struct Context {
     /// Fault kinds the store suffers.
     pub supported: Vec<FaultKind>,
     /// Fault kinds it is spared, with why.
-    pub skipped: Vec<(FaultKind, &'static str)>,
+    pub skipped: Vec<(FaultKind, String)>,
     /// Faults injected.
     pub injected: Vec<Injected>,
     /// Faults that could not be injected, with why.
@@ -62,6 +66,18 @@ pub struct Context {
     pub faults_left_out: usize,
     /// What the clean stop left.
     pub leases_left: LeasesLeft,
+    /// The workers every call is recorded under (`w0`... one per slot, or
+    /// per task of the memory store's process): each must keep finishing
+    /// calls.
+    pub workers_expected: Vec<String>,
+    /// From when to when the workers were told to work, on the server's
+    /// clock (seconds since the epoch): the stretch their progress is
+    /// measured over.
+    pub working: (f64, f64),
+    /// Whether the run must show the leases exercised (renewals, sections
+    /// past the TTL, stale writes the fence rejected): true for every real
+    /// run; false only for records written by hand to test one figure.
+    pub expects_activity: bool,
 }
 
 /// One overlap of two critical sections of a name.
@@ -77,26 +93,58 @@ pub struct Overlap {
     pub cause: Option<FaultKind>,
 }
 
+/// A worker that finished no call for a fault-free stretch of 3 TTLs.
+#[derive(Clone, Debug)]
+pub struct Stall {
+    /// The worker (its slot: `w3`).
+    pub worker: String,
+    /// When the stretch began, in seconds from the start of the workload.
+    pub from: f64,
+    /// How long it lasted.
+    pub length: f64,
+}
+
+/// Counts of the sections and calls, the denominators of the figures.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    /// Sections, fenced and plain.
+    pub sections: (i64, i64),
+    /// Fenced sections that claimed the row (read it).
+    pub claims: i64,
+    /// Plain writes of the counter.
+    pub plain_writes: i64,
+    /// Extends the store accepted for the calls' leases.
+    pub renewals: i64,
+    /// Sections that finished after more than a TTL.
+    pub longer_than_ttl: i64,
+    /// Releases with another worker waiting.
+    pub releases_waited_on: i64,
+}
+
 /// Every figure of a run.
 #[derive(Clone, Debug)]
 pub struct Report {
-    context: Context,
+    pub(super) context: Context,
     /// Per worker slot: calls done (the body ran), busy, lost, errors.
-    per_worker: Vec<(String, [i64; 4])>,
-    fenced_accepted: i64,
-    fenced_rejected: i64,
-    fenced_refused: i64,
-    fenced_cancelled: i64,
-    stale_accepted: i64,
-    lost_updates: i64,
-    plain_lost_updates: i64,
-    plain_overlaps: Vec<Overlap>,
-    fenced_overlaps: Vec<Overlap>,
-    /// Per fault (kind, target): how long the names its target held stayed
-    /// untaken, the longest; `None`: never taken before the run ended.
-    unavailable: Vec<(FaultKind, String, Option<Duration>)>,
-    slept_past_release: Vec<Slept>,
-    errors: Vec<(String, i64)>,
+    pub(super) per_worker: Vec<(String, [i64; 4])>,
+    pub(super) fenced_accepted: i64,
+    pub(super) fenced_rejected: i64,
+    pub(super) fenced_refused: i64,
+    pub(super) fenced_cancelled: i64,
+    pub(super) stale_accepted: i64,
+    pub(super) lost_updates: i64,
+    pub(super) plain_lost_updates: i64,
+    pub(super) plain_overlaps: Vec<Overlap>,
+    pub(super) fenced_overlaps: Vec<Overlap>,
+    /// Per fault on a holder: how long the names it held stayed untaken,
+    /// and whether one was stuck.
+    pub(super) unavailable: Vec<Unavailable>,
+    pub(super) slept_past_release: Vec<Slept>,
+    pub(super) stalls: Vec<Stall>,
+    /// What became of each write a holder was frozen before.
+    pub(super) frozen_writes: Vec<String>,
+    pub(super) totals: Totals,
+    pub(super) errors: Vec<(String, i64)>,
 }
 
 impl Report {
@@ -112,6 +160,7 @@ impl Report {
             .batch_execute(&format!(
                 "CREATE INDEX ON \"{s}\".intervals (name, mode, started);
                  CREATE INDEX ON \"{s}\".attempts (name, mode, wait_started);
+                 CREATE INDEX ON \"{s}\".attempts (interval_id);
                  ANALYZE \"{s}\".intervals; ANALYZE \"{s}\".attempts;"
             ))
             .await
@@ -151,7 +200,8 @@ impl Report {
                               AND c.claim_version IS NOT NULL AND c.fence > i.fence
                               AND c.started < a.wait_started
                             WHERE a.interval_id = i.id)),
-                        count(*) FILTER (WHERE cancelled)
+                        count(*) FILTER (WHERE cancelled),
+                        count(*) FILTER (WHERE claim_version IS NOT NULL)
                      FROM \"{s}\".intervals i WHERE mode = 'fenced'"
                 ),
                 &[],
@@ -183,23 +233,26 @@ impl Report {
             .map_err(q)?
             .get(0);
         let lost = |table: &str| {
-            format!("SELECT coalesce(sum(writes - value), 0)::bigint FROM \"{s}\".{table}")
+            format!(
+                "SELECT coalesce(sum(writes - value), 0)::bigint, coalesce(sum(writes), 0)::bigint
+                 FROM \"{s}\".{table}"
+            )
         };
         let lost_updates: i64 = client
             .query_one(&lost("resource"), &[])
             .await
             .map_err(q)?
             .get(0);
-        let plain_lost_updates: i64 = client
-            .query_one(&lost("counter"), &[])
-            .await
-            .map_err(q)?
-            .get(0);
+        let plain = client.query_one(&lost("counter"), &[]).await.map_err(q)?;
+        let totals = totals(client, s).await?;
         let faults = Faults::read(client, s).await?;
         let plain_overlaps = overlaps(client, s, (context.store, "plain"), &faults).await?;
         let fenced_overlaps = overlaps(client, s, (context.store, "fenced"), &faults).await?;
         let unavailable = unavailability(client, s, context.store, &faults).await?;
-        let slept_past_release = slept_past_release(client, s, &faults).await?;
+        let (slept_past_release, releases_waited_on) =
+            slept_past_release(client, s, &faults).await?;
+        let stalls = progress(client, s, &context, &faults).await?;
+        let frozen_writes = frozen_writes(client, s).await?;
         let errors = client
             .query(
                 &format!(
@@ -222,28 +275,31 @@ impl Report {
             fenced_cancelled: fenced.get(3),
             stale_accepted,
             lost_updates,
-            plain_lost_updates,
+            plain_lost_updates: plain.get(0),
             plain_overlaps,
             fenced_overlaps,
             unavailable,
             slept_past_release,
+            stalls,
+            frozen_writes,
+            totals: Totals {
+                claims: fenced.get(4),
+                plain_writes: plain.get(1),
+                releases_waited_on,
+                ..totals
+            },
             errors,
         })
     }
 
-    /// The names that stayed untaken past `TTL` + slack after their
-    /// holder was lost.
-    fn stuck(&self) -> usize {
-        self.unavailable
-            .iter()
-            .filter(|(_, _, took)| {
-                took.is_none_or(|took| took > self.context.store.longest_lease(TTL) + STUCK_SLACK)
-            })
-            .count()
+    /// The faults after which a name their target held was refused to
+    /// another worker past its longest lease + slack.
+    pub(super) fn stuck(&self) -> usize {
+        self.unavailable.iter().filter(|lost| lost.stuck).count()
     }
 
     /// Fault kinds the store suffers that the run never injected.
-    fn never_injected(&self) -> Vec<FaultKind> {
+    pub(super) fn never_injected(&self) -> Vec<FaultKind> {
         self.context
             .supported
             .iter()
@@ -252,7 +308,15 @@ impl Report {
             .collect()
     }
 
-    /// Every figure that must be 0 and is not, said in a line each.
+    /// The overlaps no fault explains, fenced and plain.
+    pub(super) fn unexplained(&self) -> (usize, usize) {
+        let count = |list: &[Overlap]| list.iter().filter(|o| o.cause.is_none()).count();
+        (count(&self.fenced_overlaps), count(&self.plain_overlaps))
+    }
+
+    /// Every figure that fails the run, said in a line each: one that must
+    /// be 0 and is not, or one that must be above 0 (the leases were
+    /// exercised) and is not.
     pub fn violations(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut check = |figure: &str, value: i64| {
@@ -260,12 +324,15 @@ impl Report {
                 out.push(format!("{figure}: {value} (must be 0)"));
             }
         };
+        let (fenced, plain) = self.unexplained();
         check("stale writes accepted", self.stale_accepted);
         check("lost updates on the resource", self.lost_updates);
         check(
             "fenced reads refused (fences went back)",
             self.fenced_refused,
         );
+        check("unexplained overlaps of fenced sections", fenced as i64);
+        check("unexplained overlaps of plain sections", plain as i64);
         check(
             "leases left after the clean stop",
             self.context.leases_left.count() as i64,
@@ -281,205 +348,29 @@ impl Report {
                 self.slept_past_release.len() as i64,
             );
         }
-        check(
-            "unexplained overlaps",
-            self.plain_overlaps
-                .iter()
-                .filter(|o| o.cause.is_none())
-                .count() as i64,
-        );
+        check("stalled workers", self.stalls.len() as i64);
         check(
             "fault kinds never injected",
             self.never_injected().len() as i64,
         );
+        if self.context.expects_activity {
+            let mut exercised = |figure: &str, value: i64| {
+                if value == 0 {
+                    out.push(format!(
+                        "{figure}: 0 (must be above 0: otherwise the run did not test it)"
+                    ));
+                }
+            };
+            exercised("renewals performed", self.totals.renewals);
+            exercised("sections longer than the TTL", self.totals.longer_than_ttl);
+            if self.context.store.fences() {
+                exercised("stale writes rejected by the fence", self.fenced_rejected);
+            }
+        }
         out
     }
 
-    /// The report as text.
-    pub fn text(&self) -> String {
-        let c = &self.context;
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "\nchaos report: store {}, seed {}, {:?} asked, {:.0} s run, {} workers, {} names, ttl {:?}",
-            c.store,
-            c.seed,
-            c.duration,
-            c.ran_for.as_secs_f64(),
-            c.workers,
-            c.names,
-            TTL
-        );
-        let _ = writeln!(
-            t,
-            "replay: cargo run -p lock-tests --release --bin chaos -- --store {} --duration {}ms --seed {} --workers {} --names {}",
-            c.store,
-            c.duration.as_millis(),
-            c.seed,
-            c.workers,
-            c.names
-        );
-        let _ = writeln!(
-            t,
-            "\noperations per worker (done / busy / lost lease / error)"
-        );
-        for (worker, [done, busy, lost, error]) in &self.per_worker {
-            let _ = writeln!(t, "  {worker:<6} {done:>7} {busy:>7} {lost:>7} {error:>7}");
-        }
-        let _ = writeln!(t, "\nfaults injected");
-        for (kind, count) in self.injected_by_kind() {
-            let _ = writeln!(t, "  {:<10} {count}", kind.name());
-        }
-        for (kind, why) in &c.skipped {
-            let _ = writeln!(t, "  {:<10} skipped: {why}", kind.name());
-        }
-        if c.faults_left_out > 0 {
-            let _ = writeln!(
-                t,
-                "  ({} more left out: their target was still under an earlier fault)",
-                c.faults_left_out
-            );
-        }
-        for failure in &c.fault_failures {
-            let _ = writeln!(t, "  FAILED     {failure}");
-        }
-        let _ = writeln!(t, "\nfenced resource");
-        if c.store.fences() {
-            let _ = writeln!(
-                t,
-                "  writes accepted                    {}",
-                self.fenced_accepted
-            );
-            let _ = writeln!(
-                t,
-                "  stale writes rejected by the fence {}",
-                self.fenced_rejected
-            );
-            let _ = writeln!(
-                t,
-                "  work cancelled on a lost lease     {}",
-                self.fenced_cancelled
-            );
-            let _ = writeln!(
-                t,
-                "  stale writes accepted              {}   (must be 0)",
-                self.stale_accepted
-            );
-            let _ = writeln!(
-                t,
-                "  lost updates                       {}   (must be 0)",
-                self.lost_updates
-            );
-            let _ = writeln!(
-                t,
-                "  reads refused, fence went back     {}   (must be 0)",
-                self.fenced_refused
-            );
-            let _ = writeln!(
-                t,
-                "  overlapping fenced sections        {}   (harmless: the fence decides)",
-                self.fenced_overlaps.len()
-            );
-        } else {
-            let _ = writeln!(t, "  not run: {} issues no fencing tokens", c.store);
-        }
-        let _ = writeln!(t, "\nunfenced critical sections");
-        let longest = self
-            .plain_overlaps
-            .iter()
-            .map(|o| o.length)
-            .max()
-            .unwrap_or_default();
-        let _ = writeln!(
-            t,
-            "  overlaps                           {}   (longest {:?})",
-            self.plain_overlaps.len(),
-            longest
-        );
-        for (cause, count) in self.overlaps_by_cause() {
-            let _ = writeln!(t, "    caused by {cause:<24} {count}");
-        }
-        let _ = writeln!(
-            t,
-            "  lost updates on the plain counter  {}   (what the overlaps cost)",
-            self.plain_lost_updates
-        );
-        let _ = writeln!(t, "\nleases and waiters");
-        let left = &c.leases_left;
-        let _ = writeln!(
-            t,
-            "  leases left after the clean stop   {}   (must be 0){}",
-            left.count(),
-            if left.names.is_empty() {
-                String::new()
-            } else {
-                format!(" {:?}", left.names)
-            }
-        );
-        for unclean in &left.unclean {
-            let _ = writeln!(t, "  worker did not stop cleanly: {unclean}");
-        }
-        let longest = self
-            .unavailable
-            .iter()
-            .filter_map(|(_, _, took)| *took)
-            .max();
-        let _ = writeln!(
-            t,
-            "  longest a name stayed untaken after its holder was lost: {} against a ttl of {:?} ({} faults measured; stuck: {}, must be 0)",
-            longest.map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
-            TTL,
-            self.unavailable.len(),
-            self.stuck()
-        );
-        let wake = if c.store.wakes_across_processes() {
-            "(must be 0)".to_owned()
-        } else {
-            "(expected: no cross-process wakeups; waiters sleep to the holder's TTL)".to_owned()
-        };
-        let _ = writeln!(
-            t,
-            "  waiters that slept past a release  {}   {wake}",
-            self.slept_past_release.len()
-        );
-        for slept in &self.slept_past_release {
-            let _ = writeln!(
-                t,
-                "    {} released by {} at {:.1} s, free for {:.1} s while {} waited; faults nearby: {}",
-                slept.lock,
-                slept.holder,
-                slept.at,
-                slept.free_for,
-                slept.waiter,
-                if slept.nearby.is_empty() {
-                    "none".to_owned()
-                } else {
-                    slept.nearby.join(", ")
-                }
-            );
-        }
-        if !self.errors.is_empty() {
-            let _ = writeln!(
-                t,
-                "\nerrors seen by the workers (during faults), most frequent first"
-            );
-            for (message, count) in &self.errors {
-                let _ = writeln!(t, "  {count:>6}  {message}");
-            }
-        }
-        let violations = self.violations();
-        if violations.is_empty() {
-            let _ = writeln!(t, "\nresult: every must-be-0 figure is 0");
-        } else {
-            let _ = writeln!(t, "\nresult: FAILED");
-            for violation in violations {
-                let _ = writeln!(t, "  {violation}");
-            }
-        }
-        t
-    }
-
-    fn injected_by_kind(&self) -> BTreeMap<FaultKind, usize> {
+    pub(super) fn injected_by_kind(&self) -> BTreeMap<FaultKind, usize> {
         let mut counts = BTreeMap::new();
         for kind in &self.context.supported {
             counts.insert(*kind, 0);
@@ -490,9 +381,9 @@ impl Report {
         counts
     }
 
-    fn overlaps_by_cause(&self) -> BTreeMap<String, usize> {
+    pub(super) fn overlaps_by_cause(list: &[Overlap]) -> BTreeMap<String, usize> {
         let mut counts = BTreeMap::new();
-        for overlap in &self.plain_overlaps {
+        for overlap in list {
             let cause = overlap
                 .cause
                 .map_or("nothing (UNEXPLAINED)".to_owned(), |kind| {
@@ -518,6 +409,7 @@ impl Report {
                 })
                 .collect::<Vec<_>>()
         };
+        let t = &self.totals;
         let value = json!({
             "store": c.store.name(),
             "seed": c.seed,
@@ -531,13 +423,20 @@ impl Report {
             }).collect::<Vec<_>>(),
             "faults": {
                 "injected": self.injected_by_kind().into_iter().map(|(k, n)| (k.name().to_owned(), n)).collect::<BTreeMap<_, _>>(),
-                "skipped": c.skipped.iter().map(|(k, why)| (k.name().to_owned(), *why)).collect::<BTreeMap<_, _>>(),
+                "skipped": c.skipped.iter().map(|(k, why)| (k.name().to_owned(), why.clone())).collect::<BTreeMap<_, _>>(),
                 "failed": c.fault_failures,
                 "left_out": c.faults_left_out,
                 "list": c.injected.iter().map(|f| json!({"kind": f.kind.name(), "target": f.target, "detail": f.detail})).collect::<Vec<_>>(),
             },
+            "sections": {
+                "fenced": t.sections.0,
+                "plain": t.sections.1,
+                "longer_than_ttl": t.longer_than_ttl,
+                "renewals": t.renewals,
+            },
             "fenced": {
                 "supported": c.store.fences(),
+                "claims": t.claims,
                 "writes_accepted": self.fenced_accepted,
                 "stale_writes_rejected": self.fenced_rejected,
                 "cancelled_on_lost_lease": self.fenced_cancelled,
@@ -545,18 +444,29 @@ impl Report {
                 "lost_updates": self.lost_updates,
                 "reads_refused_fence_went_back": self.fenced_refused,
                 "overlaps": overlaps(&self.fenced_overlaps),
+                "unexplained_overlaps": self.unexplained().0,
             },
             "unfenced": {
                 "overlaps": overlaps(&self.plain_overlaps),
+                "unexplained_overlaps": self.unexplained().1,
+                "writes": t.plain_writes,
                 "lost_updates": self.plain_lost_updates,
             },
             "leases_left": c.leases_left.count(),
             "leases_left_names": c.leases_left.names,
+            "leases_looked_for": c.leases_left.reported,
+            "workers_stopped_in_s": c.leases_left.stopped_in.as_secs_f64(),
             "workers_not_stopped_cleanly": c.leases_left.unclean,
-            "unavailable_after_holder_lost": self.unavailable.iter().map(|(kind, target, took)| {
-                json!({"fault": kind.name(), "target": target, "seconds": took.map(|d| d.as_secs_f64())})
+            "unavailable_after_holder_lost": self.unavailable.iter().map(|lost| {
+                json!({
+                    "fault": lost.kind.name(),
+                    "target": lost.target,
+                    "seconds": lost.took.map(|d| d.as_secs_f64()),
+                    "stuck": lost.stuck,
+                })
             }).collect::<Vec<_>>(),
             "stuck_names": self.stuck(),
+            "releases_waited_on": t.releases_waited_on,
             "waiters_slept_past_release": self.slept_past_release.len(),
             "waiters_slept_past_release_list": self.slept_past_release.iter().map(|slept| json!({
                 "lock": slept.lock,
@@ -566,6 +476,12 @@ impl Report {
                 "free_for_s": slept.free_for,
                 "faults_nearby": slept.nearby,
             })).collect::<Vec<_>>(),
+            "frozen_writes": self.frozen_writes,
+            "stalled_workers": self.stalls.iter().map(|stall| json!({
+                "worker": stall.worker,
+                "from_s": stall.from,
+                "seconds": stall.length,
+            })).collect::<Vec<_>>(),
             "errors": self.errors.iter().map(|(m, n)| json!({"message": m, "count": n})).collect::<Vec<_>>(),
             "violations": self.violations(),
         });
@@ -573,107 +489,34 @@ impl Report {
     }
 }
 
-/// The faults as recorded, on the server's clock (seconds since the epoch).
-struct Faults(Vec<(FaultKind, String, f64, f64)>);
-
-impl Faults {
-    async fn read(client: &Client, s: &str) -> Result<Faults, String> {
-        let rows = client
-            .query(
-                &format!(
-                    "SELECT kind, target, extract(epoch FROM started)::float8,
-                            extract(epoch FROM coalesce(ended, started))::float8
-                     FROM \"{s}\".faults"
-                ),
-                &[],
-            )
-            .await
-            .map_err(|e| format!("reading the faults: {e}"))?;
-        Ok(Faults(
-            rows.iter()
-                .filter_map(|row| {
-                    let kind = FaultKind::parse(row.get::<_, &str>(0))?;
-                    Some((kind, row.get(1), row.get(2), row.get(3)))
-                })
-                .collect(),
-        ))
-    }
-
-    /// The fault that explains two critical sections of one lock on
-    /// `store` running at once: a fault that can lose a lease there (see
-    /// [`StoreKind::loses_leases_to`]), on the earlier holder (`earlier`,
-    /// whose section ran from `from`) or on the store, before the later
-    /// section started at `to`; or a pause of the later holder in the
-    /// lease's time before its section started (it acquired, froze, and
-    /// came back with its lease gone).
-    fn explaining(
-        &self,
-        store: StoreKind,
-        (earlier, from): (&str, f64),
-        (later, to): (&str, f64),
-    ) -> Option<FaultKind> {
-        let lease = store.longest_lease(TTL).as_secs_f64();
-        self.0
-            .iter()
-            .filter(|(kind, target, started, ended)| {
-                if !store.loses_leases_to(*kind) {
-                    return false;
-                }
-                let on_earlier =
-                    (target == earlier || target == "store") && *started <= to && *ended >= from;
-                let on_later = *kind == FaultKind::Pause
-                    && target == later
-                    && *started <= to
-                    && *ended >= to - lease - 1.0;
-                on_earlier || on_later
-            })
-            .map(|(kind, ..)| *kind)
-            .min()
-    }
-
-    /// The faults active within `margin` seconds of `at`, as `kind target`.
-    fn near(&self, at: f64, margin: f64) -> Vec<String> {
-        self.0
-            .iter()
-            .filter(|(_, _, started, ended)| *started <= at + margin && *ended >= at - margin)
-            .map(|(kind, target, ..)| format!("{kind} {target}"))
-            .collect()
-    }
-
-    /// Whether a failover was on between `from` and `to`.
-    fn failover(&self, from: f64, to: f64) -> bool {
-        self.0.iter().any(|(kind, _, started, ended)| {
-            *kind == FaultKind::Failover && *started <= to && *ended >= from
-        })
-    }
-
-    /// Whether a store-wide fault was on between `from` and `to`.
-    fn store_wide(&self, from: f64, to: f64) -> bool {
-        self.0
-            .iter()
-            .any(|(kind, _, started, ended)| kind.store_wide() && *started <= to && *ended >= from)
-    }
-
-    /// Whether a release by `holder` may have gone unheard by `waiter`, or
-    /// not happened, for a reason other than a lost wakeup, between `from`
-    /// and `to`: any fault but a clock jump on either of them (a release
-    /// that failed on a cut or held connection and is retried; a
-    /// subscription cut and reconnecting with backoff; a wakeup held back
-    /// by a delay; a holder killed between its section and its release), a
-    /// pause of anyone (a worker frozen between its acquire and its
-    /// section holds the lock with no section open), or a store-wide fault.
-    fn excuses_wait(&self, holder: &str, waiter: &str, from: f64, to: f64) -> bool {
-        self.0.iter().any(|(kind, target, started, ended)| {
-            let relevant = kind.store_wide()
-                || *kind == FaultKind::Pause
-                || (*kind != FaultKind::Clock && (target == holder || target == waiter));
-            relevant && *started <= to && *ended >= from
-        })
-    }
+/// The sections, renewals and long sections of the run.
+async fn totals(client: &Client, s: &str) -> Result<Totals, String> {
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT
+                    count(*) FILTER (WHERE i.mode = 'fenced'),
+                    count(*) FILTER (WHERE i.mode = 'plain'),
+                    count(*) FILTER (WHERE i.ended - i.started > $1::float8 * interval '1 second'
+                                     AND NOT i.cancelled AND a.outcome IN ('written', 'ran')),
+                    (SELECT coalesce(sum(renewals), 0)::bigint FROM \"{s}\".attempts)
+                 FROM \"{s}\".intervals i LEFT JOIN \"{s}\".attempts a ON a.interval_id = i.id"
+            ),
+            &[&TTL.as_secs_f64()],
+        )
+        .await
+        .map_err(|e| format!("counting the sections: {e}"))?;
+    Ok(Totals {
+        sections: (row.get(0), row.get(1)),
+        longer_than_ttl: row.get(2),
+        renewals: row.get(3),
+        ..Totals::default()
+    })
 }
 
-/// Pairs of critical sections of one lock that ran at once. A killed
-/// worker's open section ends at its kill.
+/// Pairs of critical sections of one lock that ran at once, each matched
+/// to the fault that explains it. A killed worker's open section ends at
+/// its kill.
 async fn overlaps(
     client: &Client,
     s: &str,
@@ -685,12 +528,14 @@ async fn overlaps(
             &format!(
                 "WITH iv AS (
                     SELECT i.id, i.name, i.worker, i.started,
+                           coalesce(i.requested, i.started) AS requested,
                            coalesce(i.ended, (SELECT min(f.started) FROM \"{s}\".faults f
                                               WHERE f.kind = 'kill' AND f.target = i.worker
                                                 AND f.started >= i.started)) AS e
                     FROM \"{s}\".intervals i WHERE i.mode = $1)
                  SELECT a.name, a.worker, b.worker,
-                        extract(epoch FROM a.started)::float8, extract(epoch FROM b.started)::float8,
+                        extract(epoch FROM a.requested)::float8, extract(epoch FROM a.started)::float8,
+                        extract(epoch FROM b.requested)::float8, extract(epoch FROM b.started)::float8,
                         extract(epoch FROM least(a.e, b.e) - b.started)::float8
                  FROM iv a JOIN iv b ON a.name = b.name AND a.id <> b.id
                    AND (a.started, a.id) < (b.started, b.id) AND b.started < a.e"
@@ -702,32 +547,124 @@ async fn overlaps(
     Ok(rows
         .iter()
         .map(|row| {
+            let name: String = row.get(0);
             let (earlier, later): (String, String) = (row.get(1), row.get(2));
-            let (from, to): (f64, f64) = (row.get(3), row.get(4));
-            let cause = faults.explaining(store, (&earlier, from), (&later, to));
+            let a = Side {
+                worker: &earlier,
+                requested: row.get(3),
+                started: row.get(4),
+            };
+            let b = Side {
+                worker: &later,
+                requested: row.get(5),
+                started: row.get(6),
+            };
+            let cause = faults.explaining(store, &format!("{mode}:{name}"), a, b);
             Overlap {
-                lock: format!("{} {mode}", row.get::<_, String>(0)),
+                lock: format!("{name} {mode}"),
+                length: Duration::from_secs_f64(row.get::<_, f64>(7).max(0.0)),
                 holders: (earlier, later),
-                length: Duration::from_secs_f64(row.get::<_, f64>(5).max(0.0)),
                 cause,
             }
         })
         .collect())
 }
 
-/// For each kill, pause or partition of a worker that held locks at that
-/// moment: how long until another worker took each of them (the longest
-/// per fault; `None`: never). Left out: faults with a store-wide fault in
-/// the time the names should have been taken in (nobody can take anything
-/// then) or, on etcd, a failover shortly before it (a new leader renews
-/// every lease), and
-/// names never taken when the run ended before that time was up.
+/// What became of the section frozen by each pause before a write: its
+/// write rejected by the fence (what the fault is for), accepted, never
+/// sent (the section dropped first), or never ended.
+async fn frozen_writes(client: &Client, s: &str) -> Result<Vec<String>, String> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT f.target, i.name, i.fence,
+                        CASE WHEN i.id IS NULL THEN 'no section found'
+                             WHEN i.write_version IS NOT NULL THEN 'write accepted'
+                             WHEN i.cancelled THEN 'dropped before its write was sent'
+                             WHEN i.ended IS NULL THEN 'never ended'
+                             ELSE 'write rejected by the fence' END
+                 FROM \"{s}\".faults f
+                 LEFT JOIN \"{s}\".intervals i ON i.worker = f.target AND i.mode = 'fenced'
+                   AND i.started <= f.started AND coalesce(i.ended, 'infinity') >= f.started
+                 WHERE f.kind = 'pause-write' ORDER BY f.started"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the frozen writes: {e}"))?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            format!(
+                "{} {} (fence {}): {}",
+                row.get::<_, String>(0),
+                row.get::<_, Option<String>>(1).unwrap_or_default(),
+                row.get::<_, Option<i64>>(2).unwrap_or_default(),
+                row.get::<_, String>(3)
+            )
+        })
+        .collect())
+}
+
+/// The workers that finished no call over a fault-free stretch of 3
+/// TTLs: a worker whose store connection broke for good, or whose every
+/// call fails, stops making progress without overlapping anyone.
+async fn progress(
+    client: &Client,
+    s: &str,
+    context: &Context,
+    faults: &Faults,
+) -> Result<Vec<Stall>, String> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT worker, extract(epoch FROM finished)::float8 FROM \"{s}\".attempts
+                 WHERE outcome IN ('written', 'rejected', 'refused', 'ran', 'overran', 'busy')
+                 ORDER BY finished"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the finished calls: {e}"))?;
+    let mut finished: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for row in &rows {
+        finished
+            .entry(slot_of(row.get::<_, &str>(0)))
+            .or_default()
+            .push(row.get(1));
+    }
+    let at_least = (TTL * 3).as_secs_f64();
+    let mut out = Vec::new();
+    for worker in &context.workers_expected {
+        let done = finished.get(worker.as_str()).map_or(&[][..], Vec::as_slice);
+        for (from, length) in stalls(context.working, &faults.outages(worker), done, at_least) {
+            out.push(Stall {
+                worker: worker.clone(),
+                from: from - context.working.0,
+                length,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// For each kill, pause (before a write or not) or partition of a worker
+/// that held locks at that moment: how long until another worker took each
+/// of them (the longest per fault; `None`: never), and whether one stayed
+/// stuck: refused to another worker (a call that ended `busy`) after its
+/// lost lease must have ended, and before anyone took it. (A name nobody
+/// asked for stays untaken without being stuck: with long sections about,
+/// a name can go unasked for a while.) Left out: faults with a store-wide
+/// fault in the time the names should have been taken in (nobody can take
+/// anything then) or, on etcd, a failover shortly before it (a new leader
+/// renews every lease), and names never taken when the run ended before
+/// that time was up.
 async fn unavailability(
     client: &Client,
     s: &str,
     store: StoreKind,
     faults: &Faults,
-) -> Result<Vec<(FaultKind, String, Option<Duration>)>, String> {
+) -> Result<Vec<Unavailable>, String> {
     let limit = (store.longest_lease(TTL) + STUCK_SLACK).as_secs_f64();
     let end: Option<f64> = client
         .query_one(
@@ -742,7 +679,13 @@ async fn unavailability(
             &format!(
                 "SELECT f.kind, f.target, extract(epoch FROM f.started)::float8,
                         max(extract(epoch FROM taken.at - f.started))::float8,
-                        bool_or(taken.at IS NULL)
+                        bool_or(taken.at IS NULL),
+                        bool_or(EXISTS (
+                            SELECT 1 FROM \"{s}\".attempts a
+                            WHERE a.name = i.name AND a.mode = i.mode AND a.worker <> i.worker
+                              AND a.outcome = 'busy'
+                              AND a.finished > f.started + $1::float8 * interval '1 second'
+                              AND a.finished <= coalesce(taken.at, 'infinity')))
                  FROM \"{s}\".faults f
                  JOIN \"{s}\".intervals i ON i.worker = f.target AND i.started <= f.started
                    AND coalesce(i.ended, 'infinity') > f.started
@@ -750,10 +693,10 @@ async fn unavailability(
                     SELECT min(n.started) AS at FROM \"{s}\".intervals n
                     WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started
                       AND n.worker <> i.worker) taken
-                 WHERE f.kind IN ('kill', 'pause', 'partition')
+                 WHERE f.kind IN ('kill', 'pause', 'pause-write', 'partition')
                  GROUP BY f.id, f.kind, f.target, f.started"
             ),
-            &[],
+            &[&limit],
         )
         .await
         .map_err(|e| format!("measuring unavailability: {e}"))?;
@@ -765,6 +708,7 @@ async fn unavailability(
             let at: f64 = row.get(2);
             let longest: Option<f64> = row.get(3);
             let never: Option<bool> = row.get(4);
+            let refused: Option<bool> = row.get(5);
             let took = if never == Some(true) {
                 None
             } else {
@@ -781,9 +725,29 @@ async fn unavailability(
             if took.is_none() && end.is_none_or(|end| end - at < limit) {
                 return None;
             }
-            Some((kind, target, took))
+            Some(Unavailable {
+                kind,
+                target,
+                took,
+                stuck: refused == Some(true),
+            })
         })
         .collect())
+}
+
+/// A holder lost to a fault, and what became of the names it held.
+#[derive(Clone, Debug)]
+pub struct Unavailable {
+    /// The fault.
+    pub kind: FaultKind,
+    /// Its target.
+    pub target: String,
+    /// How long until another worker took the last of its names; `None`:
+    /// one was never taken again.
+    pub took: Option<Duration>,
+    /// Whether one of them was refused to another worker after its lease
+    /// must have ended.
+    pub stuck: bool,
 }
 
 /// A release after which the lock stayed free while another worker waited.
@@ -813,7 +777,7 @@ async fn slept_past_release(
     client: &Client,
     s: &str,
     faults: &Faults,
-) -> Result<Vec<Slept>, String> {
+) -> Result<(Vec<Slept>, i64), String> {
     let rows = client
         .query(
             &format!(
@@ -864,5 +828,20 @@ async fn slept_past_release(
             nearby: faults.near(released, 3.0),
         });
     }
-    Ok(slept)
+    // The denominator: releases another worker was waiting through.
+    let waited_on: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM \"{s}\".intervals i
+                 WHERE i.ended IS NOT NULL AND NOT i.cancelled AND EXISTS (
+                    SELECT 1 FROM \"{s}\".attempts a
+                    WHERE a.name = i.name AND a.mode = i.mode AND a.worker <> i.worker
+                      AND a.wait_started < i.ended AND a.finished > i.ended)"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("counting releases waited on: {e}"))?
+        .get(0);
+    Ok((slept, waited_on))
 }

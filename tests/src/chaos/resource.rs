@@ -5,15 +5,18 @@
 //! resource   name | value | seen | version | writes    the fenced row per name
 //! counter    name | value | writes                      the unfenced counter per name
 //! intervals  one critical section: who, which lock, fence, started/ended
-//!            on the server's clock, the versions its read and write saw
-//! attempts   one call: when it began waiting, how it ended
-//! faults     one injected fault: kind, target, started/ended
+//!            on the server's clock, the versions its read and write saw,
+//!            when the acquire that won its lease was sent
+//! attempts   one call: when it began waiting, how it ended, the renewals
+//!            that kept its lease
+//! faults     one injected fault: kind, target, started/ended, the names
+//!            whose leases it could take (none listed: every name)
 //! ```
 //!
 //! Every timestamp is the server's `clock_timestamp()`, the one clock all
 //! processes share (a worker's own wall clock may be jumping).
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 /// The run's tables, by schema.
 #[derive(Clone, Debug)]
@@ -51,14 +54,14 @@ impl Schema {
                  mode text NOT NULL, worker text NOT NULL, fence bigint,
                  started timestamptz NOT NULL, ended timestamptz,
                  cancelled boolean NOT NULL DEFAULT false, claim_version bigint,
-                 read_value bigint, write_version bigint);
+                 read_value bigint, write_version bigint, requested timestamptz);
              CREATE TABLE \"{s}\".attempts (id bigserial PRIMARY KEY, worker text NOT NULL,
                  name text NOT NULL, mode text NOT NULL, wait_started timestamptz NOT NULL,
                  finished timestamptz NOT NULL, outcome text NOT NULL, interval_id bigint,
-                 detail text);
+                 detail text, renewals integer NOT NULL DEFAULT 0);
              CREATE TABLE \"{s}\".faults (id bigserial PRIMARY KEY, kind text NOT NULL,
                  target text NOT NULL, started timestamptz NOT NULL, ended timestamptz,
-                 detail text);
+                 detail text, names text[]);
              INSERT INTO \"{s}\".resource (name) SELECT 'n' || i FROM generate_series(0, {last}) i;
              INSERT INTO \"{s}\".counter (name) SELECT 'n' || i FROM generate_series(0, {last}) i;",
             last = names.saturating_sub(1)
@@ -83,14 +86,16 @@ impl Schema {
         let counter = self.table("counter");
         let intervals = self.table("intervals");
         let attempts = self.table("attempts");
+        let faults = self.table("faults");
         Statements {
             claim: format!(
                 "WITH c AS (UPDATE {resource} SET seen = $3, version = version + 1
                             WHERE name = $1 AND seen <= $3 RETURNING value, version)
                  INSERT INTO {intervals} (id, name, mode, worker, fence, started, claim_version,
-                                          read_value)
+                                          read_value, requested)
                  VALUES ($4, $1, 'fenced', $2, $3, clock_timestamp(),
-                         (SELECT version FROM c), (SELECT value FROM c))
+                         (SELECT version FROM c), (SELECT value FROM c),
+                         clock_timestamp() - $5::bigint * interval '1 microsecond')
                  RETURNING id, read_value"
             ),
             write: format!(
@@ -102,8 +107,9 @@ impl Schema {
             ),
             enter: format!(
                 "WITH r AS (SELECT value FROM {counter} WHERE name = $1)
-                 INSERT INTO {intervals} (id, name, mode, worker, started, read_value)
-                 VALUES ($3, $1, 'plain', $2, clock_timestamp(), (SELECT value FROM r))
+                 INSERT INTO {intervals} (id, name, mode, worker, started, read_value, requested)
+                 VALUES ($3, $1, 'plain', $2, clock_timestamp(), (SELECT value FROM r),
+                         clock_timestamp() - $4::bigint * interval '1 microsecond')
                  RETURNING id, read_value"
             ),
             exit: format!(
@@ -118,9 +124,13 @@ impl Schema {
             ),
             attempt: format!(
                 "INSERT INTO {attempts} (worker, name, mode, wait_started, finished, outcome,
-                                         interval_id, detail)
+                                         interval_id, detail, renewals)
                  VALUES ($1, $2, $3, clock_timestamp() - $4::bigint * interval '1 microsecond',
-                         clock_timestamp(), $5, $6, $7)"
+                         clock_timestamp(), $5, $6, $7, $8)"
+            ),
+            fault: format!(
+                "INSERT INTO {faults} (kind, target, started) VALUES ($1, $2, clock_timestamp())
+                 RETURNING id"
             ),
         }
     }
@@ -133,7 +143,8 @@ pub struct Statements {
     /// when it has seen a higher one), read it, and open the interval, in
     /// one statement. `$1` name, `$2` worker, `$3` fence, `$4` the
     /// interval's id (chosen by the worker before it sends this, so that a
-    /// section dropped while this is in flight can still close it);
+    /// section dropped while this is in flight can still close it), `$5`
+    /// how many microseconds ago the acquire that won the lease was sent;
     /// returns the id and the value read (`NULL`: refused).
     pub claim: String,
     /// Fenced section, last step: write the new value if no higher fence
@@ -142,8 +153,9 @@ pub struct Statements {
     /// the write (`NULL`: rejected).
     pub write: String,
     /// Plain section, first step: read the counter and open the interval.
-    /// `$1` name, `$2` worker, `$3` the interval's id; returns the id and
-    /// the value.
+    /// `$1` name, `$2` worker, `$3` the interval's id, `$4` how many
+    /// microseconds ago the acquire that won the lease was sent; returns
+    /// the id and the value.
     pub enter: String,
     /// Plain section, last step: write the counter and close the interval.
     /// `$1` name, `$2` value, `$3` interval.
@@ -155,8 +167,61 @@ pub struct Statements {
     pub cancelled: String,
     /// Records one call. `$1` worker, `$2` name, `$3` mode, `$4` how many
     /// microseconds ago it began waiting, `$5` outcome, `$6` interval,
-    /// `$7` detail.
+    /// `$7` detail, `$8` renewals.
     pub attempt: String,
+    /// Records the start of a fault a worker injects on itself (a pause
+    /// before its write). `$1` kind, `$2` target; returns its id.
+    pub fault: String,
+}
+
+impl Statements {
+    /// Every statement prepared on `client`: a prepared statement goes out
+    /// in the first poll of the query that runs it, with no round trip
+    /// before, so a write begun is on its way even if the section is
+    /// dropped right after (what a holder frozen just before its write
+    /// sends when it wakes).
+    pub async fn prepare(&self, client: &Client) -> Result<Prepared, String> {
+        let prepare = |sql: &str| {
+            let sql = sql.to_owned();
+            async move {
+                client
+                    .prepare(&sql)
+                    .await
+                    .map_err(|e| format!("preparing the resource's statements: {e}"))
+            }
+        };
+        Ok(Prepared {
+            claim: prepare(&self.claim).await?,
+            write: prepare(&self.write).await?,
+            enter: prepare(&self.enter).await?,
+            exit: prepare(&self.exit).await?,
+            end: prepare(&self.end).await?,
+            cancelled: prepare(&self.cancelled).await?,
+            attempt: prepare(&self.attempt).await?,
+            fault: prepare(&self.fault).await?,
+        })
+    }
+}
+
+/// [`Statements`], prepared on one connection.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// See [`Statements::claim`].
+    pub claim: Statement,
+    /// See [`Statements::write`].
+    pub write: Statement,
+    /// See [`Statements::enter`].
+    pub enter: Statement,
+    /// See [`Statements::exit`].
+    pub exit: Statement,
+    /// See [`Statements::end`].
+    pub end: Statement,
+    /// See [`Statements::cancelled`].
+    pub cancelled: Statement,
+    /// See [`Statements::attempt`].
+    pub attempt: Statement,
+    /// See [`Statements::fault`].
+    pub fault: Statement,
 }
 
 /// A connection for the resource, named `application_name` on the

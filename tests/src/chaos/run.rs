@@ -1,22 +1,27 @@
 //! The orchestrator: starts the store and the workers, plays the schedule,
 //! stops everything cleanly, and hands the records to the report.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::LockManager;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
+use super::faults::inject;
 use super::report::{Context, Injected, Report};
 use super::resource::{self, Schema};
 use super::schedule::{self, Planned, QUIET, Rng};
 use super::topology::{self, LIBFAKETIME, Topology};
-use super::worker::{WorkerConfig, lock_names};
-use super::{FaultKind, StoreKind, TTL, parse_duration};
+use super::worker::{WorkerConfig, lock_names, parse_done};
+use super::{LONG_TIMEOUT, StoreKind, TTL, parse_duration};
+use crate::netns::Netns;
 use crate::proxy::Proxy;
+use crate::server_clock::ServerClock;
 
 /// What the command line asks for.
 #[derive(Clone, Debug)]
@@ -92,15 +97,32 @@ impl Options {
 
 /// One worker slot: the process in it now (a killed worker is replaced),
 /// its proxies, and, for slot 0, the file that sets its wall clock.
-struct Slot {
-    index: usize,
-    generation: usize,
-    label: String,
-    child: Option<Child>,
-    lines: Option<mpsc::UnboundedReceiver<String>>,
-    proxies: Vec<Proxy>,
+pub struct Slot {
+    /// Its place, from 0.
+    pub index: usize,
+    /// How many workers it had before this one (killed ones).
+    pub generation: usize,
+    /// This worker's name in the records: `w3#1`.
+    pub label: String,
+    /// The worker process.
+    pub child: Option<Child>,
+    /// Its standard input, where it is told what to do: shared with the
+    /// run, so that a fault on one worker can ask others for something.
+    pub input: Input,
+    /// The lines it prints.
+    pub lines: Option<mpsc::UnboundedReceiver<String>>,
+    /// Its proxies to the store.
+    pub proxies: Vec<Proxy>,
+    /// The store's URL as its worker dials it.
     url: String,
-    faketime: Option<PathBuf>,
+    /// The resource's URL as its worker dials it.
+    resource: String,
+    /// Its network namespace, and the proxy there to the resource.
+    netns: Option<(Netns, Proxy)>,
+    /// The file that sets its wall clock (slot 0 only).
+    pub faketime: Option<PathBuf>,
+    /// The store's call timeout it uses, when not the default.
+    pub timeout: Option<Duration>,
 }
 
 impl Drop for Slot {
@@ -120,17 +142,63 @@ impl Drop for Slot {
 }
 
 /// What every fault task shares.
-struct Run {
-    options: Options,
-    schema: Schema,
-    resource: String,
-    admin: Client,
-    topology: Arc<std::sync::Mutex<Topology>>,
+pub struct Run {
+    /// The command line.
+    pub options: Options,
+    /// The run's records.
+    pub schema: Schema,
+    /// The resource's PostgreSQL URL.
+    pub resource: String,
+    /// The orchestrator's connection to it.
+    pub admin: Client,
+    /// The store's servers.
+    pub topology: Arc<std::sync::Mutex<Topology>>,
     /// Each slot's lock is its lane: one fault at a time per worker.
-    slots: Vec<Mutex<Slot>>,
+    pub slots: Vec<Mutex<Slot>>,
     /// One store-wide fault at a time.
-    store_lane: Mutex<()>,
+    pub store_lane: Mutex<()>,
+    /// The servers' wall clock, when the run can move it.
+    pub clock: Option<ServerClock>,
+    /// Each slot's [`Input`], by index.
+    pub inputs: Vec<Input>,
+    /// The harness's own manager over the store, without proxies (none on
+    /// the memory store, which lives in its worker).
+    pub look: Option<LockManager>,
     started: Instant,
+}
+
+impl Run {
+    /// Says `line` to every worker but the one in slot `except`, as far as
+    /// each can be told (one being replaced cannot).
+    pub fn tell_others(&self, except: usize, line: &str) {
+        for (index, input) in self.inputs.iter().enumerate() {
+            if index != except {
+                let _ = input.say(line);
+            }
+        }
+    }
+
+    /// The resource's statements, for sections the harness records itself.
+    pub fn admin_statements(&self) -> super::resource::Statements {
+        self.schema.statements()
+    }
+
+    /// Logs `line` with the time since the workload started.
+    pub fn log(&self, line: &str) {
+        log(self.started, line);
+    }
+
+    /// Whether the worker in slot `index` waits long for the store's
+    /// answers ([`LONG_TIMEOUT`]).
+    pub fn slots_wait_long(&self, index: usize) -> bool {
+        slot_timeout(index).is_some()
+    }
+}
+
+/// The call timeout of slot `index`: every other slot waits
+/// [`LONG_TIMEOUT`], the others keep the stores' default.
+fn slot_timeout(index: usize) -> Option<Duration> {
+    (index % 2 == 1).then_some(LONG_TIMEOUT)
 }
 
 /// Runs the harness; the process's exit status (1 when a figure that must
@@ -209,11 +277,20 @@ async fn run_in(
 ) -> Result<Report, String> {
     let admin = resource::connect(&resource, "chaos-orchestrator").await?;
     let kind = options.store;
+    // The servers' wall clock, where moving it means something.
+    let clock = match Topology::server_clock_skipped(kind) {
+        Some(_) => Err(None),
+        None => tokio::task::spawn_blocking(ServerClock::new)
+            .await
+            .map_err(|e| format!("building the server clock: {e}"))?
+            .map_err(|e| Some(format!("the servers' clock cannot be moved: {e}"))),
+    };
+    let env = clock.as_ref().map(ServerClock::env).unwrap_or_default();
     let resource_url = resource.clone();
-    let topology = tokio::task::spawn_blocking(move || Topology::start(kind, &resource_url))
+    let topology = tokio::task::spawn_blocking(move || Topology::start(kind, &resource_url, &env))
         .await
         .map_err(|e| format!("starting the store: {e}"))??;
-    let (supported, skipped) = topology.faults();
+    let (supported, skipped) = topology.faults(clock.as_ref().err().and_then(Option::as_deref));
     let plan = schedule::plan(options.seed, options.duration, &supported, options.workers);
     log(
         setup,
@@ -233,7 +310,19 @@ async fn run_in(
         ),
     );
     let slots = start_slots(options, &topology, schema, &resource).await?;
+    let workers_expected = (0..options.workers).map(|i| format!("w{i}")).collect();
+    let mut inputs = Vec::with_capacity(slots.len());
+    for slot in &slots {
+        inputs.push(slot.lock().await.input.clone());
+    }
+    let look = if options.store == StoreKind::Memory {
+        None
+    } else {
+        Some(topology::connect(options.store, &topology.direct_url(), &schema.0, None).await?)
+    };
     let run = Arc::new(Run {
+        inputs,
+        look,
         topology: Arc::new(std::sync::Mutex::new(topology)),
         options: options.clone(),
         schema: schema.clone(),
@@ -241,9 +330,12 @@ async fn run_in(
         admin,
         slots,
         store_lane: Mutex::new(()),
+        clock: clock.ok(),
         started: Instant::now(),
     });
+    let from = server_now(&run.admin).await?;
     let played = play(&run, &plan).await;
+    let to = server_now(&run.admin).await?;
     let leases_left = stop(&run).await?;
     let context = Context {
         store: options.store,
@@ -258,8 +350,21 @@ async fn run_in(
         fault_failures: played.failures,
         faults_left_out: played.left_out,
         leases_left,
+        workers_expected,
+        working: (from, to),
+        expects_activity: true,
     };
     Report::compute(&run.admin, &run.schema, context).await
+}
+
+/// The server's clock now, in seconds since the epoch: the clock of the
+/// records.
+async fn server_now(client: &Client) -> Result<f64, String> {
+    client
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .await
+        .map(|row| row.get(0))
+        .map_err(|e| format!("reading the server's clock: {e}"))
 }
 
 /// Starts every slot's proxies and first worker, and waits until each
@@ -276,17 +381,49 @@ async fn start_slots(
     } else {
         options.workers
     };
+    // Each worker in a network namespace of its own when this machine
+    // allows it: there, the harness's proxies listen on the very
+    // addresses the servers announce, so every connection a worker makes
+    // (to a cluster node it was redirected to, to the primary a sentinel
+    // named) crosses its proxies.
+    let namespaces = options.store != StoreKind::Memory && Netns::available();
+    let ports = if namespaces {
+        topology.ports()?
+    } else {
+        Vec::new()
+    };
     let mut slots = Vec::with_capacity(processes);
     for index in 0..processes {
         let mut proxies = Vec::new();
-        for upstream in topology.upstreams() {
-            proxies.push(
-                Proxy::start(&upstream)
-                    .await
-                    .map_err(|e| format!("a proxy to {upstream}: {e}"))?,
-            );
-        }
-        let addresses: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+        let (netns, url, resource) = if namespaces {
+            let netns = Netns::create().map_err(|e| format!("a network namespace: {e}"))?;
+            for port in &ports {
+                let address = SocketAddr::from(([127, 0, 0, 1], *port));
+                proxies.push(
+                    Proxy::start_in(&netns, address, &address.to_string())
+                        .await
+                        .map_err(|e| format!("a proxy to {address} in {netns}: {e}"))?,
+                );
+            }
+            // The resource's own way out, never faulted.
+            let (inside, upstream) = resource_in_namespace(resource)?;
+            let clean = Proxy::start_in(&netns, inside, &upstream)
+                .await
+                .map_err(|e| format!("a proxy to the resource in {netns}: {e}"))?;
+            let url = topology.direct_url();
+            let resource = resource_url_at(resource, inside)?;
+            (Some((netns, clean)), url, resource)
+        } else {
+            for upstream in topology.upstreams() {
+                proxies.push(
+                    Proxy::start(&upstream)
+                        .await
+                        .map_err(|e| format!("a proxy to {upstream}: {e}"))?,
+                );
+            }
+            let addresses: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+            (None, topology.url(&addresses), resource.to_owned())
+        };
         let faketime = if index == 0 && std::path::Path::new(LIBFAKETIME).exists() {
             let path = std::env::temp_dir().join(format!(
                 "chaos-faketime-{}-{:08x}",
@@ -303,12 +440,20 @@ async fn start_slots(
             generation: 0,
             label: String::new(),
             child: None,
+            input: Input::default(),
             lines: None,
             proxies,
-            url: topology.url(&addresses),
+            url,
+            resource,
             faketime,
+            netns,
+            timeout: if options.store == StoreKind::Memory {
+                None
+            } else {
+                slot_timeout(index)
+            },
         };
-        spawn_worker(&mut slot, options, schema, resource)?;
+        spawn_worker(&mut slot, options, schema)?;
         slots.push(slot);
     }
     for slot in &mut slots {
@@ -317,12 +462,9 @@ async fn start_slots(
     Ok(slots.into_iter().map(Mutex::new).collect())
 }
 
-fn spawn_worker(
-    slot: &mut Slot,
-    options: &Options,
-    schema: &Schema,
-    resource: &str,
-) -> Result<(), String> {
+/// Starts the slot's worker (its next generation after a kill), in the
+/// slot's network namespace if it has one.
+pub fn spawn_worker(slot: &mut Slot, options: &Options, schema: &Schema) -> Result<(), String> {
     slot.label = if options.store == StoreKind::Memory {
         "w".to_owned()
     } else {
@@ -331,7 +473,7 @@ fn spawn_worker(
     let config = WorkerConfig {
         kind: options.store,
         url: slot.url.clone(),
-        resource: resource.to_owned(),
+        resource: slot.resource.clone(),
         schema: schema.0.clone(),
         label: slot.label.clone(),
         tasks: if options.store == StoreKind::Memory {
@@ -341,10 +483,14 @@ fn spawn_worker(
         },
         names: options.names,
         seed: options.seed,
+        timeout: slot.timeout,
     };
     let program = std::env::current_exe()
         .map_err(|e| format!("finding this program to start workers: {e}"))?;
-    let mut command = Command::new(program);
+    let mut command = match &slot.netns {
+        Some((netns, _)) => netns.command(program),
+        None => Command::new(program),
+    };
     command
         .arg("worker")
         .envs(config.to_env())
@@ -361,6 +507,7 @@ fn spawn_worker(
     let mut child = command
         .spawn()
         .map_err(|e| format!("starting worker {}: {e}", slot.label))?;
+    slot.input.replace(child.stdin.take());
     let stdout = child.stdout.take().ok_or("a worker without stdout")?;
     let (send, receive) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
@@ -379,7 +526,7 @@ fn spawn_worker(
 
 /// Waits (up to 60 s: a worker started during a failover connects when it
 /// is over) for the worker's `ready`.
-async fn wait_ready(slot: &mut Slot) -> Result<(), String> {
+pub async fn wait_ready(slot: &mut Slot) -> Result<(), String> {
     let label = slot.label.clone();
     let lines = slot.lines.as_mut().ok_or("a worker without output")?;
     match tokio::time::timeout(Duration::from_secs(60), lines.recv()).await {
@@ -438,314 +585,210 @@ async fn play(run: &Arc<Run>, plan: &[Planned]) -> Played {
     }
 }
 
-/// The workers that hold a lock now (an interval open, started in the last
-/// few seconds).
-async fn holders(run: &Run) -> Vec<String> {
-    let query = format!(
-        "SELECT DISTINCT worker FROM \"{}\".intervals
-         WHERE ended IS NULL AND started > clock_timestamp() - interval '5 seconds'",
-        run.schema.0
-    );
-    match run.admin.query(&query, &[]).await {
-        Ok(rows) => rows.iter().map(|row| row.get(0)).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// How long a fault that is not required waits for its target (a worker,
-/// or the store) to be free of the fault before it; past that it is left
-/// out, so that slow faults do not pile up and stretch the run.
-const PATIENCE: Duration = Duration::from_secs(2);
-
-/// `lane`'s lock: waited for when `required`, else for [`PATIENCE`].
-async fn take<'a, T>(lane: &'a Mutex<T>, required: bool) -> Option<tokio::sync::MutexGuard<'a, T>> {
-    if required {
-        Some(lane.lock().await)
-    } else {
-        tokio::time::timeout(PATIENCE, lane.lock()).await.ok()
-    }
-}
-
-/// The slot for a fault on a holder: the first slot from `preferred` on
-/// whose worker holds a lock and has no fault running, looked for over 2 s;
-/// else `preferred`, once it is free (see [`take`]).
-async fn holder_slot(
-    run: &Run,
-    preferred: usize,
-    required: bool,
-) -> Option<tokio::sync::MutexGuard<'_, Slot>> {
-    let count = run.slots.len();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        let holding = holders(run).await;
-        for offset in 0..count {
-            let index = (preferred + offset) % count;
-            if let Ok(slot) = run.slots[index].try_lock() {
-                if holding.contains(&slot.label) {
-                    return Some(slot);
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    take(&run.slots[preferred % count], required).await
-}
-
-/// Records the start of a fault on the server's clock; returns its id.
-async fn fault_started(run: &Run, kind: FaultKind, target: &str) -> Result<i64, String> {
-    let query = format!(
-        "INSERT INTO \"{}\".faults (kind, target, started) VALUES ($1, $2, clock_timestamp())
-         RETURNING id",
-        run.schema.0
-    );
-    let row = run
-        .admin
-        .query_one(&query, &[&kind.name(), &target])
-        .await
-        .map_err(|e| format!("recording a fault: {e}"))?;
-    Ok(row.get(0))
-}
-
-async fn fault_ended(run: &Run, id: i64, detail: &str) -> Result<(), String> {
-    let query = format!(
-        "UPDATE \"{}\".faults SET ended = clock_timestamp(), detail = $2 WHERE id = $1",
-        run.schema.0
-    );
-    run.admin
-        .execute(&query, &[&id, &detail])
-        .await
-        .map(drop)
-        .map_err(|e| format!("recording a fault's end: {e}"))
-}
-
-/// A worker stopped with `SIGSTOP`: continued on every way out, a task
-/// cancelled mid-pause included.
-struct Stopped(Option<u32>);
-
-impl Stopped {
-    fn stop(pid: u32) -> Result<Stopped, String> {
-        crate::server::signal(pid, "-STOP").map_err(|e| e.to_string())?;
-        Ok(Stopped(Some(pid)))
-    }
-
-    fn resume(mut self) -> Result<(), String> {
-        match self.0.take() {
-            Some(pid) => crate::server::signal(pid, "-CONT").map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            let _ = crate::server::signal(pid, "-CONT");
-        }
-    }
-}
-
-/// How long a pause or a partition lasts: past the TTL, so the lease runs
-/// out under its holder.
-const OUTAGE: Duration = Duration::from_secs(TTL.as_secs() + 2);
-
-/// Injects one fault: `None` when it was left out, its target still busy
-/// with an earlier one.
-async fn inject(run: &Run, planned: Planned, choice: u64) -> Result<Option<Injected>, String> {
-    let kind = planned.kind;
-    if kind.store_wide() {
-        let Some(_lane) = take(&run.store_lane, planned.required).await else {
-            return Ok(None);
-        };
-        let id = fault_started(run, kind, "store").await?;
-        log(run.started, &format!("{kind} of the store"));
-        let topology = Arc::clone(&run.topology);
-        let done = tokio::task::spawn_blocking(move || {
-            let mut topology = topology.lock().unwrap_or_else(|e| e.into_inner());
-            match kind {
-                FaultKind::Restart => topology.restart(choice),
-                _ => topology.failover(choice),
-            }
-        })
-        .await
-        .map_err(|e| format!("the {kind} task failed: {e}"))?;
-        let detail = done.unwrap_or_else(|e| format!("FAILED: {e}"));
-        fault_ended(run, id, &detail).await?;
-        log(run.started, &format!("{kind} done: {detail}"));
-        if detail.starts_with("FAILED") {
-            return Err(detail);
-        }
-        return Ok(Some(Injected {
-            kind,
-            target: "store".to_owned(),
-            detail,
-        }));
-    }
-    let slot = if kind == FaultKind::Clock {
-        take(&run.slots[0], planned.required).await
-    } else {
-        holder_slot(run, planned.worker, planned.required).await
-    };
-    let Some(mut slot) = slot else {
-        return Ok(None);
-    };
-    let target = slot.label.clone();
-    let id = fault_started(run, kind, &target).await?;
-    log(run.started, &format!("{kind} of {target}"));
-    let detail = match kind {
-        FaultKind::Pause => {
-            let pid = slot.child.as_ref().map(Child::id).ok_or("no worker")?;
-            let stopped = Stopped::stop(pid)?;
-            tokio::time::sleep(OUTAGE).await;
-            stopped.resume()?;
-            format!("SIGSTOP for {OUTAGE:?}, then SIGCONT")
-        }
-        FaultKind::Kill => {
-            let mut child = slot.child.take().ok_or("no worker")?;
-            let _ = child.kill();
-            let _ = child.wait();
-            fault_ended(run, id, "SIGKILL").await?;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            slot.generation += 1;
-            spawn_worker(&mut slot, &run.options, &run.schema, &run.resource)?;
-            wait_ready(&mut slot).await?;
-            log(run.started, &format!("{} replaces {target}", slot.label));
-            return Ok(Some(Injected {
-                kind,
-                target,
-                detail: format!("SIGKILL; {} took its place", slot.label),
-            }));
-        }
-        FaultKind::Delay => {
-            let delay = Duration::from_millis(300);
-            for proxy in &slot.proxies {
-                proxy.set_delay(delay);
-            }
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            for proxy in &slot.proxies {
-                proxy.set_delay(Duration::ZERO);
-            }
-            format!("every reply from the store held back {delay:?} for 3 s")
-        }
-        FaultKind::Drop => {
-            let until = Instant::now() + Duration::from_secs(3);
-            let mut cuts = 0;
-            while Instant::now() < until {
-                for proxy in &slot.proxies {
-                    proxy.cut_all();
-                }
-                cuts += 1;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            format!("every connection to the store cut, {cuts} times over 3 s")
-        }
-        FaultKind::Partition => {
-            for proxy in &slot.proxies {
-                proxy.stall();
-            }
-            tokio::time::sleep(OUTAGE).await;
-            for proxy in &slot.proxies {
-                proxy.resume();
-            }
-            format!("traffic to the store held for {OUTAGE:?}")
-        }
-        FaultKind::Clock => {
-            let file = slot.faketime.clone().ok_or("no faked clock")?;
-            let set = |offset: &str| {
-                std::fs::write(&file, format!("{offset}\n"))
-                    .map_err(|e| format!("{}: {e}", file.display()))
-            };
-            set("+2h")?;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            set("-2h")?;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            set("+0")?;
-            "wall clock 2 h ahead for 2 s, then 2 h behind for 2 s".to_owned()
-        }
-        FaultKind::Restart | FaultKind::Failover => unreachable!("store-wide faults return above"),
-    };
-    fault_ended(run, id, &detail).await?;
-    Ok(Some(Injected {
-        kind,
-        target,
-        detail,
-    }))
-}
-
-/// Stops every worker cleanly (its standard input closed: it finishes the
-/// call in hand, releases, and exits), then counts the leases left in the
-/// store. A worker that does not stop within 30 s is killed and counted.
+/// Stops every worker cleanly, all at once (standard input closed: each
+/// cuts the call in hand short, writes and releases as usual, and exits),
+/// and counts the leases left in the store: as each worker ends, the
+/// leases it held at or after the stop that still hold its token (read
+/// at once, long before any of their TTLs could end them), then, once all
+/// have ended, any name still held at all. A worker that does not stop
+/// within 30 s is killed and counted.
 async fn stop(run: &Run) -> Result<LeasesLeft, String> {
     let mut left = LeasesLeft::default();
+    let manager = run.look.clone().map(Arc::new);
+    let mut slots = Vec::with_capacity(run.slots.len());
     for slot in &run.slots {
-        let mut slot = slot.lock().await;
-        let Some(mut child) = slot.child.take() else {
+        slots.push(slot.lock().await);
+    }
+    let stopping = Instant::now();
+    for slot in &mut slots {
+        slot.input.replace(None);
+    }
+    let mut ending = tokio::task::JoinSet::new();
+    for slot in &mut slots {
+        if slot.child.is_none() {
             continue;
-        };
-        drop(child.stdin.take());
-        let lines = slot.lines.as_mut().ok_or("a worker without output")?;
-        let last = tokio::time::timeout(Duration::from_secs(30), async {
-            let mut last = None;
-            while let Some(line) = lines.recv().await {
-                last = Some(line);
-            }
-            last
-        })
-        .await;
-        match last {
-            Ok(Some(line)) if line.starts_with("done") => {
-                if let Some(count) = line
-                    .strip_prefix("done left=")
-                    .and_then(|n| n.parse::<usize>().ok())
-                {
-                    left.in_workers += count;
+        }
+        let label = slot.label.clone();
+        let mut lines = slot.lines.take().ok_or("a worker without output")?;
+        let manager = manager.clone();
+        ending.spawn(async move {
+            let last = tokio::time::timeout(Duration::from_secs(30), async {
+                let mut last = None;
+                while let Some(line) = lines.recv().await {
+                    last = Some(line);
+                }
+                last
+            })
+            .await;
+            let ended = stopping.elapsed();
+            let report = match last {
+                Ok(Some(line)) => parse_done(&line).ok_or(line),
+                Ok(None) => Err(String::new()),
+                Err(_) => Err("did not stop within 30 s".to_owned()),
+            };
+            let (in_worker, held) = match report {
+                Ok(done) => done,
+                Err(line) => return Ended::Unclean(format!("{label}: {line}")),
+            };
+            let mut still = Vec::new();
+            if let Some(manager) = &manager {
+                for (name, token) in &held {
+                    match manager.lock(name.as_str(), TTL).holder().await {
+                        Ok(Some(holder)) if holder.token() == token => {
+                            still.push(format!("{name} (held by {label})"));
+                        }
+                        Ok(_) => {}
+                        Err(e) => still.push(format!("{name} (unknown: {e})")),
+                    }
                 }
             }
-            Ok(line) => left
-                .unclean
-                .push(format!("{}: {}", slot.label, line.unwrap_or_default())),
-            Err(_) => {
-                let _ = child.kill();
-                left.unclean
-                    .push(format!("{}: did not stop within 30 s", slot.label));
+            Ended::Clean {
+                in_worker,
+                reported: held.len(),
+                still,
+                ended,
             }
-        }
-        let _ = child.wait();
+        });
     }
-    if run.options.store != StoreKind::Memory {
-        let url = run
-            .topology
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .direct_url();
-        let manager = topology::connect(run.options.store, &url, &run.schema.0).await?;
+    while let Some(ended) = ending.join_next().await {
+        match ended.map_err(|e| format!("a stop task failed: {e}"))? {
+            Ended::Clean {
+                in_worker,
+                reported,
+                still,
+                ended,
+            } => {
+                left.in_workers += in_worker;
+                left.reported += reported;
+                left.names.extend(still);
+                left.stopped_in = left.stopped_in.max(ended);
+            }
+            Ended::Unclean(why) => left.unclean.push(why),
+        }
+    }
+    for slot in &mut slots {
+        if let Some(mut child) = slot.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+    if let Some(manager) = &manager {
         for name in lock_names(run.options.names) {
             let lock = manager.lock(name.as_str(), TTL);
             if lock
                 .is_held()
                 .await
                 .map_err(|e| format!("checking {name}: {e}"))?
+                && !left
+                    .names
+                    .iter()
+                    .any(|left| left.starts_with(&format!("{name} ")))
             {
-                left.names.push(name);
+                left.names
+                    .push(format!("{name} (held once every worker had stopped)"));
             }
         }
     }
     Ok(left)
 }
 
+/// How one worker's stop went.
+enum Ended {
+    Clean {
+        in_worker: usize,
+        reported: usize,
+        still: Vec<String>,
+        ended: Duration,
+    },
+    Unclean(String),
+}
+
 /// What a clean shutdown left behind.
 #[derive(Clone, Debug, Default)]
 pub struct LeasesLeft {
-    /// Names still held in a networked store.
+    /// Names still held in a networked store, each with who held it.
     pub names: Vec<String>,
     /// Leases the memory store's worker still held at its end.
     pub in_workers: usize,
     /// Workers that did not end with `done`.
     pub unclean: Vec<String>,
+    /// How many leases the workers said they held at or after the stop:
+    /// the leases looked for.
+    pub reported: usize,
+    /// How long the last worker took to stop.
+    pub stopped_in: Duration,
 }
 
 impl LeasesLeft {
     /// Every lease left.
     pub fn count(&self) -> usize {
         self.names.len() + self.in_workers
+    }
+}
+
+/// Where a worker in a namespace reaches the resource (`127.0.0.2` and
+/// the server's port: an address of the namespace's loopback that no
+/// store proxy takes, even when the store is the same PostgreSQL), and the
+/// server's address on the host.
+fn resource_in_namespace(url: &str) -> Result<(SocketAddr, String), String> {
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| format!("the resource URL {url:?}: {e}"))?;
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        _ => {
+            return Err(format!(
+                "the resource URL {url:?} names no TCP host; a worker in a network namespace needs one"
+            ));
+        }
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    Ok((
+        SocketAddr::from(([127, 0, 0, 2], port)),
+        format!("{host}:{port}"),
+    ))
+}
+
+/// The resource's connection settings with the server at `at`, as
+/// key=value pairs (every other setting of `url` kept).
+fn resource_url_at(url: &str, at: SocketAddr) -> Result<String, String> {
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| format!("the resource URL {url:?}: {e}"))?;
+    let quoted = |value: &str| format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"));
+    let mut pairs = vec![format!("host={}", at.ip()), format!("port={}", at.port())];
+    if let Some(user) = config.get_user() {
+        pairs.push(format!("user={}", quoted(user)));
+    }
+    if let Some(password) = config.get_password() {
+        pairs.push(format!(
+            "password={}",
+            quoted(&String::from_utf8_lossy(password))
+        ));
+    }
+    if let Some(dbname) = config.get_dbname() {
+        pairs.push(format!("dbname={}", quoted(dbname)));
+    }
+    Ok(pairs.join(" "))
+}
+
+/// A worker's standard input, shared between its slot and the run. Closing
+/// it (a clean stop) is replacing it with `None`.
+#[derive(Clone, Default)]
+pub struct Input(Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>);
+
+impl Input {
+    /// Sends `line` to the worker.
+    pub fn say(&self, line: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        let mut input = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let pipe = input.as_mut().ok_or("the worker's input is closed")?;
+        pipe.write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| pipe.flush())
+            .map_err(|e| format!("telling the worker {line:?}: {e}"))
+    }
+
+    fn replace(&self, pipe: Option<std::process::ChildStdin>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = pipe;
     }
 }

@@ -11,7 +11,8 @@ use lock_core::{ConnectOptions, LockManager, PostgresConfig, RedisConfig};
 use super::{FaultKind, PREFIX, StoreKind};
 use crate::etcd::EtcdCluster;
 use crate::harness::{RedisCluster, RedisServer};
-use crate::sentinel::Sentinels;
+use crate::netns::Netns;
+use crate::sentinel::{Passwords, Sentinels};
 use crate::server::Server;
 
 /// Where Debian's `faketime` package puts the preload library.
@@ -29,18 +30,27 @@ fn store_application() -> String {
 /// A manager over the store at `url`, through the library's one scheme
 /// table (`lock_core::connect_with`), with the harness's prefix; the
 /// PostgreSQL store keeps its table in `schema`, and a Sentinel group's
-/// lease writes wait for its replica. Retried for a while: a worker
+/// lease writes wait for its replica; `timeout`, when given, bounds each
+/// call instead of the store's default. Retried for a while: a worker
 /// started during a failover must wait for it, not die.
-pub async fn connect(kind: StoreKind, url: &str, schema: &str) -> Result<LockManager, String> {
+pub async fn connect(
+    kind: StoreKind,
+    url: &str,
+    schema: &str,
+    timeout: Option<Duration>,
+) -> Result<LockManager, String> {
     let mut redis = RedisConfig::new();
     if kind == StoreKind::RedisSentinel {
         // A failover must not lose lease writes (`RedisStore`'s docs,
         // "Redis with replicas").
         redis = redis.replica_acks(1, Duration::from_secs(1));
     }
-    let options = ConnectOptions::new()
+    let mut options = ConnectOptions::new()
         .redis(redis)
         .postgres(PostgresConfig::new().schema(schema));
+    if let Some(timeout) = timeout {
+        options = options.timeout(timeout);
+    }
     let mut last = String::new();
     for _ in 0..60 {
         match lock_core::connect_with(url, options.clone()).await {
@@ -71,24 +81,32 @@ pub enum Topology {
 }
 
 impl Topology {
-    /// Starts what `kind` needs; PostgreSQL is `postgres_url`'s server.
-    pub fn start(kind: StoreKind, postgres_url: &str) -> Result<Topology, String> {
+    /// Starts what `kind` needs, its data servers with `env` (the
+    /// [`ServerClock`](crate::server_clock::ServerClock)'s, when the run
+    /// moves their clock); PostgreSQL is `postgres_url`'s server.
+    pub fn start(
+        kind: StoreKind,
+        postgres_url: &str,
+        env: &[(String, String)],
+    ) -> Result<Topology, String> {
         let missing =
             |what: &str| format!("{what} is not installed; see CONTRIBUTING.md, \"Prerequisites\"");
         Ok(match kind {
             StoreKind::Memory => Topology::Memory,
-            StoreKind::Redis => {
-                Topology::Redis(RedisServer::start().ok_or_else(|| missing("redis-server"))?)
-            }
-            StoreKind::RedisCluster => Topology::RedisCluster(
-                RedisCluster::start_kept(3, 1).map_err(|e| format!("a Redis cluster: {e}"))?,
+            StoreKind::Redis => Topology::Redis(
+                RedisServer::start_with_env(&[], env).ok_or_else(|| missing("redis-server"))?,
             ),
-            StoreKind::RedisSentinel => {
-                Topology::RedisSentinel(Sentinels::start().ok_or_else(|| missing("redis-server"))?)
-            }
-            StoreKind::Memcached => {
-                Topology::Memcached(crate::memcached::start().ok_or_else(|| missing("memcached"))?)
-            }
+            StoreKind::RedisCluster => Topology::RedisCluster(
+                RedisCluster::start_kept_with_env(3, 1, env)
+                    .map_err(|e| format!("a Redis cluster: {e}"))?,
+            ),
+            StoreKind::RedisSentinel => Topology::RedisSentinel(
+                Sentinels::start_with_env(Passwords::default(), env)
+                    .ok_or_else(|| missing("redis-server"))?,
+            ),
+            StoreKind::Memcached => Topology::Memcached(
+                crate::memcached::start_with_env(&[], env).ok_or_else(|| missing("memcached"))?,
+            ),
             StoreKind::Postgres => Topology::Postgres(
                 postgres_url
                     .parse()
@@ -120,6 +138,34 @@ impl Topology {
                 .map(|url| url.trim_start_matches("http://").to_owned())
                 .collect(),
             Topology::Memory | Topology::RedisCluster(_) | Topology::RedisSentinel(_) => Vec::new(),
+        }
+    }
+
+    /// Every port on this machine a worker of this store may dial: each
+    /// node of a cluster, the sentinels and both data nodes of a Sentinel
+    /// group, each etcd member, the server of the others.
+    pub fn ports(&self) -> Result<Vec<u16>, String> {
+        let port = |address: &str| -> Result<u16, String> {
+            address
+                .rsplit(':')
+                .next()
+                .and_then(|port| port.parse().ok())
+                .ok_or_else(|| format!("no port in {address:?}"))
+        };
+        match self {
+            Topology::Memory => Ok(Vec::new()),
+            Topology::RedisCluster(cluster) => cluster.urls().iter().map(|url| port(url)).collect(),
+            Topology::RedisSentinel(group) => {
+                let mut ports = group.sentinel_ports();
+                ports.push(group.primary_port().map_err(|e| e.to_string())?);
+                ports.push(group.replica_port().map_err(|e| e.to_string())?);
+                Ok(ports)
+            }
+            _ => self
+                .upstreams()
+                .iter()
+                .map(|address| port(address))
+                .collect(),
         }
     }
 
@@ -163,12 +209,19 @@ impl Topology {
     }
 
     /// The fault kinds this store suffers, and those it is spared, each
-    /// with the reason.
-    pub fn faults(&self) -> (Vec<FaultKind>, Vec<(FaultKind, &'static str)>) {
+    /// with the reason. `clock` says why the servers' clock cannot be
+    /// moved in this run, if it cannot.
+    pub fn faults(&self, clock: Option<&str>) -> (Vec<FaultKind>, Vec<(FaultKind, String)>) {
         let mut supported = Vec::new();
         let mut skipped = Vec::new();
         for kind in FaultKind::ALL {
-            match self.skip_reason(kind) {
+            let why = match (kind, clock) {
+                (FaultKind::ServerClock, Some(why)) if self.skip_reason(kind).is_none() => {
+                    Some(why.to_owned())
+                }
+                _ => self.skip_reason(kind).map(str::to_owned),
+            };
+            match why {
                 Some(why) => skipped.push((kind, why)),
                 None => supported.push(kind),
             }
@@ -176,9 +229,38 @@ impl Topology {
         (supported, skipped)
     }
 
+    /// Why a server clock fault means nothing for `kind`, if it does not:
+    /// the run then makes no [`ServerClock`](crate::server_clock::ServerClock).
+    pub fn server_clock_skipped(kind: StoreKind) -> Option<&'static str> {
+        match kind {
+            StoreKind::Memory => Some("no server"),
+            StoreKind::Postgres => Some(
+                "the machine's server keeps the run's records too, on the one clock every process shares: moving it would move the records' clock",
+            ),
+            StoreKind::Etcd => Some(
+                "etcd is a Go program: it reads the clock without the C library, so no preloaded library can move it (its leases run on the leader's monotonic clock)",
+            ),
+            _ => None,
+        }
+    }
+
     fn skip_reason(&self, kind: FaultKind) -> Option<&'static str> {
         let faketime = Path::new(LIBFAKETIME).exists();
+        let store = match self {
+            Topology::Memory => StoreKind::Memory,
+            Topology::Redis(_) => StoreKind::Redis,
+            Topology::RedisCluster(_) => StoreKind::RedisCluster,
+            Topology::RedisSentinel(_) => StoreKind::RedisSentinel,
+            Topology::Memcached(_) => StoreKind::Memcached,
+            Topology::Postgres(_) => StoreKind::Postgres,
+            Topology::Etcd(_) => StoreKind::Etcd,
+        };
         match (self, kind) {
+            (_, FaultKind::ServerClock) => Topology::server_clock_skipped(store),
+            (_, FaultKind::PauseWrite) if !store.fences() => Some(
+                "no fencing tokens: a write that arrives stale cannot be told from a fresh one",
+            ),
+            (Topology::Memory, FaultKind::PauseWrite) => None,
             (_, FaultKind::Clock) if !faketime => {
                 Some("libfaketime is not installed (apt-get install faketime)")
             }
@@ -187,9 +269,11 @@ impl Topology {
                 "the store lives in the worker process: pausing or killing it pauses or ends the store with every holder",
             ),
             (Topology::Memory, _) => Some("no server and no network"),
-            (Topology::RedisCluster(_) | Topology::RedisSentinel(_), kind) if kind.network() => {
+            (Topology::RedisCluster(_) | Topology::RedisSentinel(_), kind)
+                if kind.network() && !Netns::available() =>
+            {
                 Some(
-                    "clients follow the addresses the servers announce (cluster slots, the sentinels' primary), which a proxy in front of one address does not cover",
+                    "clients follow the addresses the servers announce (cluster slots, the sentinels' primary), which only a worker in a network namespace of its own can be made to reach through a proxy, and this machine cannot make one (root and iproute2 are needed)",
                 )
             }
             (
@@ -198,6 +282,48 @@ impl Topology {
             ) => Some("one server: nothing to fail over to"),
             _ => None,
         }
+    }
+
+    /// The names whose leases a store-wide fault of `kind`, made with
+    /// `choice`, can take, of `names` (lock names without the prefix);
+    /// `None` for every name. On a cluster a primary's restart or failover
+    /// touches only the names whose slots it serves: the same primary
+    /// [`restart`](Topology::restart) and [`failover`](Topology::failover)
+    /// pick for `choice`, asked before the fault.
+    pub fn touched_names(
+        &self,
+        kind: FaultKind,
+        choice: u64,
+        names: &[String],
+    ) -> Result<Option<Vec<String>>, String> {
+        let Topology::RedisCluster(cluster) = self else {
+            return Ok(None);
+        };
+        if !matches!(kind, FaultKind::Restart | FaultKind::Failover) {
+            return Ok(None);
+        }
+        let primaries = cluster.primary_ports().map_err(|e| e.to_string())?;
+        let port = primaries[choice as usize % primaries.len()];
+        let nodes = crate::harness::command(port, &["CLUSTER", "NODES"])
+            .map_err(|e| format!("asking {port} for the cluster's nodes: {e}"))?;
+        let ranges = served_slots(&nodes, port);
+        let mut touched = Vec::new();
+        for name in names {
+            // The lease key's hash tag is the whole prefixed name
+            // (`RedisStore`'s docs, "Keys").
+            let key = format!("{{{PREFIX}{name}}}");
+            let slot: u16 = crate::harness::command(port, &["CLUSTER", "KEYSLOT", &key])
+                .map_err(|e| format!("the slot of {key}: {e}"))?
+                .parse()
+                .map_err(|e| format!("the slot of {key}: {e}"))?;
+            if ranges
+                .iter()
+                .any(|(low, high)| (*low..=*high).contains(&slot))
+            {
+                touched.push(name.clone());
+            }
+        }
+        Ok(Some(touched))
     }
 
     /// Restarts the store's server, or one of them; says what it did.
@@ -298,6 +424,32 @@ impl Topology {
             _ => Err("this store has nothing to fail over to".to_owned()),
         }
     }
+}
+
+/// The slot ranges the node on `port` serves, read from `CLUSTER NODES`
+/// (`<id> 127.0.0.1:<port>@<bus> <flags> ... <link> <slot or low-high>...`).
+fn served_slots(nodes: &str, port: u16) -> Vec<(u16, u16)> {
+    let address = format!(":{port}@");
+    nodes
+        .lines()
+        .filter(|line| {
+            line.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.contains(&address))
+        })
+        .flat_map(|line| {
+            line.split_whitespace()
+                .skip(8)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|range| {
+            let (low, high) = range
+                .split_once('-')
+                .unwrap_or((range.as_str(), range.as_str()));
+            Some((low.parse().ok()?, high.parse().ok()?))
+        })
+        .collect()
 }
 
 /// PostgreSQL's "restart" as the store sees one: every connection of the

@@ -2,23 +2,54 @@
 //! fenced and plain locks and changing the resource under them, until its
 //! standard input closes (a clean stop) or it is killed.
 //!
-//! It prints `ready` once connected and, after a clean stop, `done` with
-//! the number of leases its store still holds when the store lives in this
-//! process (the memory store); the orchestrator counts them itself for the
-//! others.
+//! # The calls
+//!
+//! Each call picks a name, fenced or plain (half each, on a store that
+//! fences), and short or long: two in three work 20 to 80 ms, one in three
+//! works one to two TTLs and keeps its lease only by renewing it.
+//!
+//! | call | how the lock is taken | lease |
+//! |---|---|---|
+//! | fenced | `#[locked(..., fenced, renew, on_lost = "cancel")]` | renewed |
+//! | plain, short | `acquire`, work, `release` | not renewed |
+//! | plain, long | `Lock::renew().on_lost(Cancel).run(...)` | renewed |
+//!
+//! # Talking to the harness
+//!
+//! Lines on standard output: `ready` once connected; `frozen <fault id>
+//! <target> <name> <fence>` when it froze itself before a write (below);
+//! `done left=<n> held=<name>=<token>,...` after a clean stop: the leases
+//! its store still holds when the store lives in this process (the memory
+//! store), and every lease it held at or after the moment it was told to
+//! stop, which the harness looks for in the store.
+//!
+//! Lines on standard input: `take <fenced|plain> <name>` makes the next
+//! call a short one on that lock; `insist <fenced|plain> <name>` makes
+//! every call one, until `insist off`. `pause-write` asks for a freeze before the
+//! next fenced write: the next call is fenced, and once its work is done,
+//! with the lease's checks behind it, it records the fault, says `frozen`
+//! and stops this process (`SIGSTOP`; on the memory store, whose workers
+//! are tasks of one process, it blocks its own task until `resume`). When
+//! it is continued, the write goes out at once, in the same poll: a
+//! holder that woke from a pause with its write already on the way.
+//! Closing standard input stops the worker: each call in hand cuts its
+//! work short, writes and releases as usual, and no new call starts.
 
-use std::io::Read;
+use std::collections::BTreeMap;
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use lock_core::{LockManager, locked, registry};
+use lock_core::{LockManager, OnLost, locked, registry};
+use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use super::resource::{self, Schema, Statements};
+use super::counted::Counted;
+use super::resource::{self, Prepared, Schema, Statements};
 use super::schedule::Rng;
 use super::topology;
-use super::{StoreKind, TTL, WAIT};
+use super::{FaultKind, LONG_WORK, PREFIX, SHORT_WORK, StoreKind, TTL, WAIT};
 use crate::harness::say;
 
 /// What a worker is told, through its environment.
@@ -32,7 +63,7 @@ pub struct WorkerConfig {
     pub resource: String,
     /// The run's schema.
     pub schema: String,
-    /// This worker's name in the records (`w3.1`: slot 3, second life).
+    /// This worker's name in the records (`w3#1`: slot 3, second life).
     pub label: String,
     /// How many loops run in this process (the memory store's workers are
     /// tasks of one process; otherwise 1).
@@ -41,12 +72,14 @@ pub struct WorkerConfig {
     pub names: usize,
     /// The run's seed, mixed with the label for this worker's choices.
     pub seed: u64,
+    /// The store's call timeout, when not its default.
+    pub timeout: Option<Duration>,
 }
 
 impl WorkerConfig {
     /// The environment that carries this configuration.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut env = vec![
             ("CHAOS_STORE", self.kind.name().to_owned()),
             ("CHAOS_URL", self.url.clone()),
             ("CHAOS_RESOURCE", self.resource.clone()),
@@ -55,7 +88,11 @@ impl WorkerConfig {
             ("CHAOS_TASKS", self.tasks.to_string()),
             ("CHAOS_NAMES", self.names.to_string()),
             ("CHAOS_SEED", self.seed.to_string()),
-        ]
+        ];
+        if let Some(timeout) = self.timeout {
+            env.push(("CHAOS_TIMEOUT_MS", timeout.as_millis().to_string()));
+        }
+        env
     }
 
     /// The configuration in this process's environment.
@@ -77,6 +114,10 @@ impl WorkerConfig {
             tasks: number("CHAOS_TASKS")? as usize,
             names: number("CHAOS_NAMES")? as usize,
             seed: number("CHAOS_SEED")?,
+            timeout: match std::env::var("CHAOS_TIMEOUT_MS") {
+                Ok(_) => Some(Duration::from_millis(number("CHAOS_TIMEOUT_MS")?)),
+                Err(_) => None,
+            },
         })
     }
 }
@@ -117,12 +158,93 @@ pub fn main() -> i32 {
 struct Shared {
     config: WorkerConfig,
     manager: LockManager,
+    counted: Counted,
     statements: Statements,
-    stop: AtomicBool,
+    /// Becomes true when the worker is told to stop.
+    stop: watch::Receiver<bool>,
+    /// A freeze before the next fenced write is asked for.
+    freeze: AtomicBool,
+    /// The lock the next call must take, fenced or not (`take fenced n2`).
+    take: Mutex<Option<(bool, String)>>,
+    /// The lock every call takes until told otherwise (`insist plain n2`,
+    /// `insist off`).
+    insist: Mutex<Option<(bool, String)>>,
+    /// Where a frozen task of the memory store waits for `resume`.
+    resume: Resume,
+    /// The leases held now, and those held since the stop.
+    held: Mutex<Held>,
+}
+
+/// A one-shot gate a blocked thread waits at until the harness says
+/// `resume`.
+#[derive(Default)]
+struct Resume {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Resume {
+    fn open(&self) {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.opened.notify_all();
+    }
+
+    /// Blocks until opened (or `guard` has passed), then closes again.
+    fn wait(&self, guard: Duration) {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut open, _) = self
+            .opened
+            .wait_timeout_while(open, guard, |open| !*open)
+            .unwrap_or_else(PoisonError::into_inner);
+        *open = false;
+    }
+}
+
+/// The leases this process holds, by token, and, from the stop on, every
+/// one it held: what it reports for the harness to look for in the store.
+#[derive(Default)]
+struct Held {
+    now: BTreeMap<String, String>,
+    stopping: bool,
+    since_stop: Vec<(String, String)>,
+}
+
+impl Held {
+    fn took(&mut self, name: &str, token: &str) {
+        self.now.insert(token.to_owned(), name.to_owned());
+        if self.stopping {
+            self.since_stop.push((name.to_owned(), token.to_owned()));
+        }
+    }
+
+    fn gave_back(&mut self, token: &str) {
+        self.now.remove(token);
+    }
+
+    fn stop(&mut self) {
+        if !self.stopping {
+            self.stopping = true;
+            self.since_stop.extend(
+                self.now
+                    .iter()
+                    .map(|(token, name)| (name.clone(), token.clone())),
+            );
+        }
+    }
+}
+
+impl Shared {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 async fn work(config: WorkerConfig) -> Result<String, String> {
-    let manager = topology::connect(config.kind, &config.url, &config.schema).await?;
+    let connected =
+        topology::connect(config.kind, &config.url, &config.schema, config.timeout).await?;
+    // The same store, its renewals counted.
+    let counted = Counted::new(std::sync::Arc::clone(connected.store()));
+    let manager = LockManager::new(counted.clone()).with_prefix(PREFIX);
     registry::install(manager.clone()).map_err(|e| format!("installing the manager: {e}"))?;
     let declared = registry::declared()
         .into_iter()
@@ -135,23 +257,47 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
             declared.wait()
         ));
     }
+    let (stop_tx, stop) = watch::channel(false);
     let shared = Arc::new(Shared {
         statements: Schema(config.schema.clone()).statements(),
         manager,
+        counted,
         config,
-        stop: AtomicBool::new(false),
+        stop,
+        freeze: AtomicBool::new(false),
+        take: Mutex::new(None),
+        insist: Mutex::new(None),
+        resume: Resume::default(),
+        held: Mutex::default(),
     });
     let mut loops = tokio::task::JoinSet::new();
     for task in 0..shared.config.tasks {
-        let db = resource::connect(&shared.config.resource, "chaos-worker").await?;
+        let db = Db::connect(&shared).await?;
         loops.spawn(run_loop(Arc::clone(&shared), task, db));
     }
     say("ready");
-    // A clean stop: the orchestrator closes our standard input.
-    let stopping = Arc::clone(&shared);
+    let commands = Arc::clone(&shared);
     std::thread::spawn(move || {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        stopping.stop.store(true, Ordering::SeqCst);
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words[..] {
+                ["take", mode, name] => {
+                    *lock(&commands.take) = Some((mode == "fenced", name.to_owned()));
+                }
+                ["insist", "off"] => *lock(&commands.insist) = None,
+                ["insist", mode, name] => {
+                    *lock(&commands.insist) = Some((mode == "fenced", name.to_owned()));
+                }
+                ["pause-write"] => commands.freeze.store(true, Ordering::SeqCst),
+                ["resume"] => commands.resume.open(),
+                _ => {}
+            }
+        }
+        // Closed: a clean stop. What is held now is reported, and so is
+        // anything taken from here on.
+        commands.held().stop();
+        let _ = stop_tx.send(true);
     });
     while let Some(ended) = loops.join_next().await {
         ended.map_err(|e| format!("a loop failed: {e}"))?;
@@ -170,7 +316,13 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
             }
         }
     }
-    Ok(format!("done left={left}"))
+    let held: Vec<String> = shared
+        .held()
+        .since_stop
+        .iter()
+        .map(|(name, token)| format!("{name}={token}"))
+        .collect();
+    Ok(format!("done left={left} held={}", held.join(",")))
 }
 
 /// Every lock name the workers take, without the prefix.
@@ -178,6 +330,36 @@ pub fn lock_names(names: usize) -> Vec<String> {
     (0..names)
         .flat_map(|i| [format!("fenced:n{i}"), format!("plain:n{i}")])
         .collect()
+}
+
+/// The `done` line's report: the memory store's leases left in the
+/// worker, and the `(name, token)` pairs it held at or after its stop.
+pub fn parse_done(line: &str) -> Option<(usize, Vec<(String, String)>)> {
+    let rest = line.strip_prefix("done left=")?;
+    let (left, held) = rest.split_once(" held=")?;
+    let held = held
+        .split(',')
+        .filter(|pair| !pair.is_empty())
+        .filter_map(|pair| {
+            let (name, token) = pair.split_once('=')?;
+            Some((name.to_owned(), token.to_owned()))
+        })
+        .collect();
+    Some((left.parse().ok()?, held))
+}
+
+/// A resource connection and its prepared statements.
+struct Db {
+    client: Client,
+    prepared: Prepared,
+}
+
+impl Db {
+    async fn connect(shared: &Shared) -> Result<Db, String> {
+        let client = resource::connect(&shared.config.resource, "chaos-worker").await?;
+        let prepared = shared.statements.prepare(&client).await?;
+        Ok(Db { client, prepared })
+    }
 }
 
 /// How one call ended, as the records say it.
@@ -216,7 +398,7 @@ impl Outcome {
     }
 }
 
-async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Client) {
+async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
     let label = if shared.config.tasks > 1 {
         format!("{}{task}", shared.config.label)
     } else {
@@ -228,9 +410,9 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Client) {
                 (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
             }),
     );
-    while !shared.stop.load(Ordering::SeqCst) {
-        if db.is_closed() {
-            match resource::connect(&shared.config.resource, "chaos-worker").await {
+    while !*shared.stop.borrow() {
+        if db.client.is_closed() {
+            match Db::connect(&shared).await {
                 Ok(fresh) => db = fresh,
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -238,26 +420,52 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Client) {
                 }
             }
         }
-        let name = format!("n{}", rng.below(shared.config.names as u64));
-        let fenced = shared.config.kind.fences() && rng.below(2) == 0;
-        let work = rng.between(Duration::from_millis(20), Duration::from_millis(80));
+        let mut name = format!("n{}", rng.below(shared.config.names as u64));
+        let mut fenced = shared.config.kind.fences() && rng.below(2) == 0;
+        let mut long = rng.below(3) == 0;
+        // A lock asked for, once or until told otherwise: a short call on
+        // it. A freeze asked for: a short fenced call, to reach a write
+        // soon.
+        let asked = lock(&shared.take)
+            .take()
+            .or_else(|| lock(&shared.insist).clone());
+        if let Some((mode, asked)) = asked {
+            (fenced, name, long) = (mode && shared.config.kind.fences(), asked, false);
+        } else if shared.freeze.load(Ordering::SeqCst) && shared.config.kind.fences() {
+            (fenced, long) = (true, false);
+        }
+        let (low, high) = if long { LONG_WORK } else { SHORT_WORK };
+        let call = Call {
+            shared: &shared,
+            db: &db,
+            label: &label,
+            name: &name,
+            work: rng.between(low, high),
+            interval: Mutex::new(None),
+            token: Mutex::new(None),
+            dropped: Mutex::new(None),
+        };
         let began = Instant::now();
-        let interval = Mutex::new(None);
-        let outcome = if fenced {
-            fenced_call(&shared, &db, &label, &name, work, &interval).await
-        } else {
-            plain_call(&shared, &db, &label, &name, work, &interval).await
+        let outcome = match (fenced, long) {
+            (true, _) => call.fenced().await,
+            (false, false) => call.plain().await,
+            (false, true) => call.plain_renewed().await,
         };
         let detail = match &outcome {
             Outcome::Error(message) => Some(message.clone()),
             _ => None,
         };
         let waited = i64::try_from(began.elapsed().as_micros()).unwrap_or(i64::MAX);
-        let interval = *interval.lock().unwrap_or_else(|e| e.into_inner());
+        let interval = *lock(&call.interval);
+        let renewals = lock(&call.token)
+            .take()
+            .map_or(0, |token| shared.counted.take(&token));
+        let renewals = i32::try_from(renewals).unwrap_or(i32::MAX);
         let mode = if fenced { "fenced" } else { "plain" };
         let _ = db
+            .client
             .execute(
-                &shared.statements.attempt,
+                &db.prepared.attempt,
                 &[
                     &label,
                     &name,
@@ -266,6 +474,7 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Client) {
                     &outcome.name(),
                     &interval,
                     &detail,
+                    &renewals,
                 ],
             )
             .await;
@@ -275,7 +484,30 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Client) {
     }
 }
 
-/// Why a fenced section ended without its write.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One call of a loop: what its section shares with it.
+struct Call<'a> {
+    shared: &'a Shared,
+    db: &'a Db,
+    /// The worker (or, on the memory store, the task) making it.
+    label: &'a str,
+    /// `n2`.
+    name: &'a str,
+    /// How long the section works.
+    work: Duration,
+    /// The interval its section opened, for the call to close if the
+    /// section is dropped.
+    interval: Mutex<Option<i64>>,
+    /// The lease's owner token, once held.
+    token: Mutex<Option<String>>,
+    /// When the section was dropped unfinished.
+    dropped: Mutex<Option<Instant>>,
+}
+
+/// Why a section ended without finishing.
 #[derive(Debug)]
 enum SectionError {
     Lock(lock_core::Error),
@@ -288,19 +520,7 @@ impl From<lock_core::Error> for SectionError {
     }
 }
 
-/// What a fenced section shares with its caller.
-struct Section<'a> {
-    db: &'a Client,
-    statements: &'a Statements,
-    worker: &'a str,
-    work: Duration,
-    /// The interval it opened, for the caller to close if it is dropped.
-    interval: &'a Mutex<Option<i64>>,
-    /// When it was dropped unfinished.
-    dropped: &'a Mutex<Option<Instant>>,
-}
-
-/// Notes the moment the section is dropped before it finished.
+/// Notes the moment a section is dropped before it finished.
 struct Unfinished<'a> {
     dropped: &'a Mutex<Option<Instant>>,
     finished: bool,
@@ -309,7 +529,7 @@ struct Unfinished<'a> {
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            *self.dropped.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *lock(self.dropped) = Some(Instant::now());
         }
     }
 }
@@ -324,39 +544,43 @@ impl Drop for Unfinished<'_> {
     renew,
     on_lost = "cancel"
 )]
-async fn fenced_section(name: &str, section: &Section<'_>) -> Result<Outcome, SectionError> {
+async fn fenced_section(name: &str, call: &Call<'_>) -> Result<Outcome, SectionError> {
     let mut unfinished = Unfinished {
-        dropped: section.dropped,
+        dropped: &call.dropped,
         finished: false,
     };
-    let fence = lock_core::current()
-        .and_then(|lease| lease.fence())
+    let lease = lock_core::current()
+        .ok_or_else(|| SectionError::Resource("a section without its lease".to_owned()))?;
+    call.holding(&format!("fenced:{name}"), lease.token());
+    let fence = lease
+        .fence()
         .ok_or_else(|| SectionError::Resource("a fenced lease without a fence".to_owned()))?;
     let fence = i64::try_from(fence)
         .map_err(|_| SectionError::Resource(format!("fence {fence} is beyond bigint")))?;
     let id = interval_id();
-    *section.interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
-    let row = section
-        .db
+    *lock(&call.interval) = Some(id);
+    let requested = call.requested_ago(lease.deadline());
+    let (client, prepared) = (&call.db.client, &call.db.prepared);
+    let row = client
         .query_one(
-            &section.statements.claim,
-            &[&name, &section.worker, &fence, &id],
+            &prepared.claim,
+            &[&name, &call.label, &fence, &id, &requested],
         )
         .await
         .map_err(|e| SectionError::Resource(format!("claim: {e}")))?;
     let Some(value) = row.get::<_, Option<i64>>(1) else {
-        let closed = section.db.execute(&section.statements.end, &[&id]).await;
+        let closed = client.execute(&prepared.end, &[&id]).await;
         unfinished.finished = true;
         closed.map_err(|e| SectionError::Resource(format!("end: {e}")))?;
         return Ok(Outcome::Refused);
     };
-    tokio::time::sleep(section.work).await;
-    let row = section
-        .db
-        .query_one(
-            &section.statements.write,
-            &[&name, &fence, &(value + 1), &id],
-        )
+    call.work().await;
+    if call.shared.freeze.swap(false, Ordering::SeqCst) {
+        call.freeze(fence).await?;
+    }
+    // Prepared: the write leaves in this poll, frozen or not before it.
+    let row = client
+        .query_one(&prepared.write, &[&name, &fence, &(value + 1), &id])
         .await
         .map_err(|e| SectionError::Resource(format!("write: {e}")))?;
     unfinished.finished = true;
@@ -366,88 +590,187 @@ async fn fenced_section(name: &str, section: &Section<'_>) -> Result<Outcome, Se
     })
 }
 
-async fn fenced_call(
-    shared: &Shared,
-    db: &Client,
-    worker: &str,
-    name: &str,
-    work: Duration,
-    interval: &Mutex<Option<i64>>,
-) -> Outcome {
-    let dropped = Mutex::new(None);
-    let section = Section {
-        db,
-        statements: &shared.statements,
-        worker,
-        work,
-        interval,
-        dropped: &dropped,
-    };
-    let result = fenced_section(name, &section).await;
-    let open = *interval.lock().unwrap_or_else(|e| e.into_inner());
-    let dropped_at = *dropped.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(id) = open {
-        // A section dropped (its lease lost) or failed may have left its
-        // interval open: it ends when it stopped running, not when this is
-        // written. (A closed one is left as it is.)
-        let ago = dropped_at.map_or(0, |at| {
-            i64::try_from(at.elapsed().as_micros()).unwrap_or(i64::MAX)
-        });
-        let _ = db.execute(&shared.statements.cancelled, &[&id, &ago]).await;
+impl Call<'_> {
+    /// Notes the lease this call holds under `name`.
+    fn holding(&self, name: &str, token: &str) {
+        *lock(&self.token) = Some(token.to_owned());
+        self.shared.held().took(name, token);
     }
-    match result {
-        Ok(Some(outcome)) => outcome,
-        Ok(None) => Outcome::Busy,
-        Err(SectionError::Lock(lock_core::Error::LeaseLost { .. })) => Outcome::Lost,
-        Err(SectionError::Lock(e)) => Outcome::Error(describe(&e)),
-        Err(SectionError::Resource(e)) => Outcome::Error(format!("resource: {e}")),
-    }
-}
 
-async fn plain_call(
-    shared: &Shared,
-    db: &Client,
-    worker: &str,
-    name: &str,
-    work: Duration,
-    interval: &Mutex<Option<i64>>,
-) -> Outcome {
-    let lock = shared
-        .manager
-        .lock(format!("plain:{name}").as_str(), TTL)
-        .wait_for(WAIT);
-    let guard = match lock.acquire().await {
-        Ok(Some(guard)) => guard,
-        Ok(None) => return Outcome::Busy,
-        Err(e) => return Outcome::Error(describe(&e)),
-    };
-    let section = async {
+    /// Forgets the lease this call held, given back (or lost) now.
+    fn gave_back(&self) {
+        if let Some(token) = &*lock(&self.token) {
+            self.shared.held().gave_back(token);
+        }
+    }
+
+    /// The section's work: `self.work`, cut short when the worker is
+    /// told to stop.
+    async fn work(&self) {
+        let mut stop = self.shared.stop.clone();
+        tokio::select! {
+            () = tokio::time::sleep(self.work) => {}
+            _ = stop.wait_for(|stop| *stop) => {}
+        }
+    }
+
+    /// Records a fault on this worker, says `frozen`, and stops until the
+    /// harness continues it: the whole process with `SIGSTOP`, or on the
+    /// memory store this task's thread, blocked (with the lease's watcher,
+    /// which runs in the same task).
+    async fn freeze(&self, fence: i64) -> Result<(), SectionError> {
+        let (client, prepared) = (&self.db.client, &self.db.prepared);
+        let row = client
+            .query_one(
+                &prepared.fault,
+                &[&FaultKind::PauseWrite.name(), &self.label],
+            )
+            .await
+            .map_err(|e| SectionError::Resource(format!("recording the freeze: {e}")))?;
+        let id: i64 = row.get(0);
+        say(&format!("frozen {id} {} {} {fence}", self.label, self.name));
+        if self.shared.config.kind == StoreKind::Memory {
+            // Far past any wait of the harness's; a lost `resume` must
+            // not hang the run.
+            tokio::task::block_in_place(|| self.shared.resume.wait(Duration::from_secs(120)));
+        } else {
+            let me = std::process::id().to_string();
+            let stopped = std::process::Command::new("kill")
+                .args(["-STOP", &me])
+                .status();
+            if !stopped.is_ok_and(|status| status.success()) {
+                return Err(SectionError::Resource(
+                    "could not stop this process".to_owned(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the interval a section left open, as ended when it stopped
+    /// running (a closed one is left as it is).
+    async fn close_dropped_interval(&self) {
+        let open = *lock(&self.interval);
+        let dropped_at = *lock(&self.dropped);
+        if let Some(id) = open {
+            let ago = dropped_at.map_or(0, |at| {
+                i64::try_from(at.elapsed().as_micros()).unwrap_or(i64::MAX)
+            });
+            let _ = self
+                .db
+                .client
+                .execute(&self.db.prepared.cancelled, &[&id, &ago])
+                .await;
+        }
+    }
+
+    async fn fenced(&self) -> Outcome {
+        let result = fenced_section(self.name, self).await;
+        self.gave_back();
+        self.close_dropped_interval().await;
+        match result {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => Outcome::Busy,
+            Err(SectionError::Lock(lock_core::Error::LeaseLost { .. })) => Outcome::Lost,
+            Err(SectionError::Lock(e)) => Outcome::Error(describe(&e)),
+            Err(SectionError::Resource(e)) => Outcome::Error(format!("resource: {e}")),
+        }
+    }
+
+    /// How many microseconds ago the acquire that won a lease whose local
+    /// deadline is `deadline` was sent, renewals not counted: the deadline
+    /// is the TTL less the store's clock margin after it.
+    fn requested_ago(&self, deadline: tokio::time::Instant) -> i64 {
+        let store = self.shared.manager.store();
+        let lasts = TTL.saturating_sub(store.clock_margin(TTL));
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        i64::try_from(lasts.saturating_sub(left).as_micros()).unwrap_or(i64::MAX)
+    }
+
+    /// The plain section: read the counter, work, write it back.
+    /// `requested` is how many microseconds ago its lease's acquire was
+    /// sent.
+    async fn plain_section(&self, requested: i64) -> Result<(), String> {
+        let mut unfinished = Unfinished {
+            dropped: &self.dropped,
+            finished: false,
+        };
+        let (client, prepared) = (&self.db.client, &self.db.prepared);
         let id = interval_id();
-        *interval.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
-        let row = db
-            .query_one(&shared.statements.enter, &[&name, &worker, &id])
+        *lock(&self.interval) = Some(id);
+        let row = client
+            .query_one(&prepared.enter, &[&self.name, &self.label, &id, &requested])
             .await
             .map_err(|e| format!("resource: enter: {e}"))?;
         let value: i64 = row.get(1);
-        tokio::time::sleep(work).await;
-        db.execute(&shared.statements.exit, &[&name, &(value + 1), &id])
-            .await
-            .map_err(|e| format!("resource: exit: {e}"))?;
-        Ok::<(), String>(())
-    }
-    .await;
-    let open = *interval.lock().unwrap_or_else(|e| e.into_inner());
-    if let (Err(_), Some(id)) = (&section, open) {
-        let _ = db
-            .execute(&shared.statements.cancelled, &[&id, &0_i64])
+        self.work().await;
+        let exited = client
+            .execute(&prepared.exit, &[&self.name, &(value + 1), &id])
             .await;
+        unfinished.finished = true;
+        exited.map(drop).map_err(|e| format!("resource: exit: {e}"))
     }
-    let released = guard.release().await;
-    match (section, released) {
-        (Err(e), _) => Outcome::Error(e),
-        (Ok(()), Ok(true)) => Outcome::Ran,
-        (Ok(()), Ok(false)) => Outcome::Overran,
-        (Ok(()), Err(e)) => Outcome::Error(format!("release: {}", describe(&e))),
+
+    /// A short plain call: `acquire`, the section, `release`; no renewal.
+    async fn plain(&self) -> Outcome {
+        let lock = self
+            .shared
+            .manager
+            .lock(format!("plain:{}", self.name).as_str(), TTL)
+            .wait_for(WAIT);
+        let guard = match lock.acquire().await {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return Outcome::Busy,
+            Err(e) => return Outcome::Error(describe(&e)),
+        };
+        self.holding(lock.name(), guard.token());
+        let requested = i64::try_from(guard.held_for().as_micros()).unwrap_or(i64::MAX);
+        let section = self.plain_section(requested).await;
+        if section.is_err() {
+            self.close_dropped_interval().await;
+        }
+        let released = guard.release().await;
+        self.gave_back();
+        match (section, released) {
+            (Err(e), _) => Outcome::Error(e),
+            (Ok(()), Ok(true)) => Outcome::Ran,
+            (Ok(()), Ok(false)) => Outcome::Overran,
+            (Ok(()), Err(e)) => Outcome::Error(format!("release: {}", describe(&e))),
+        }
+    }
+
+    /// A long plain call: the section under `run`, renewed, dropped if the
+    /// lease is lost.
+    async fn plain_renewed(&self) -> Outcome {
+        let lock = self
+            .shared
+            .manager
+            .lock(format!("plain:{}", self.name).as_str(), TTL)
+            .wait_for(WAIT)
+            .renew()
+            .on_lost(OnLost::Cancel);
+        let name = lock.name().to_owned();
+        let result = lock
+            .run(async {
+                let lease = lock_core::current().ok_or_else(|| {
+                    SectionError::Resource("a section without its lease".to_owned())
+                })?;
+                self.holding(&name, lease.token());
+                let requested = self.requested_ago(lease.deadline());
+                self.plain_section(requested)
+                    .await
+                    .map_err(SectionError::Resource)
+            })
+            .await;
+        self.gave_back();
+        self.close_dropped_interval().await;
+        match result {
+            Ok(Some(())) => Outcome::Ran,
+            Ok(None) => Outcome::Busy,
+            Err(SectionError::Lock(lock_core::Error::LeaseLost { .. })) => Outcome::Lost,
+            Err(SectionError::Lock(e)) => Outcome::Error(describe(&e)),
+            Err(SectionError::Resource(e)) => Outcome::Error(e),
+        }
     }
 }
 
@@ -471,4 +794,25 @@ fn describe(e: &lock_core::Error) -> String {
     }
     out.push_str(rest);
     out.lines().next().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_done_line_reads_back() {
+        assert_eq!(
+            parse_done("done left=2 held=fenced:n0=abc,plain:n1=d=e"),
+            Some((
+                2,
+                vec![
+                    ("fenced:n0".to_owned(), "abc".to_owned()),
+                    ("plain:n1".to_owned(), "d=e".to_owned())
+                ]
+            ))
+        );
+        assert_eq!(parse_done("done left=0 held="), Some((0, Vec::new())));
+        assert_eq!(parse_done("error no store"), None);
+    }
 }
