@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Election, Error, Leadership, LockManager};
+use lock_core::{Election, Error, LockManager, Term};
 
 /// How long a leader that died unannounced keeps the others waiting.
 const TTL: Duration = Duration::from_secs(5);
@@ -31,17 +31,17 @@ const TTL: Duration = Duration::from_secs(5);
 /// 300 ms. `lead` drops the job the moment leadership is lost.
 async fn instance(election: Election, name: String) -> Result<(), Error> {
     election
-        .lead(|leadership: Leadership| {
+        .lead(|term: Term| {
             let name = name.clone();
             async move {
-                println!("{name}: leading, term {}", leadership.term());
+                println!("{name}: leading, term {}", term.number());
                 let mut tick = tokio::time::interval(Duration::from_millis(300));
                 loop {
                     tick.tick().await;
                     // Writes made for the job carry the term: a store that
                     // keeps the highest term it has seen refuses a stale
                     // leader's.
-                    println!("{name}: runs the job (term {})", leadership.term());
+                    println!("{name}: runs the job (term {})", term.number());
                 }
             }
         })

@@ -55,7 +55,8 @@
 //!   holds (its key, token, fence and deadline, and the lost-lease signal
 //!   [`Lease::lost`]); `None` elsewhere.
 //! - [`Election`]: one leader per name across a fleet, with terms that fence
-//!   ([`Leadership`]) and a stream of who leads.
+//!   ([`Leadership`]; [`Term`], the view of one that [`Election::lead`]
+//!   hands its work) and a stream of who leads.
 //! - [`LockStore`]: where leases live, and the contract every store keeps
 //!   ([`store`]). [`MemoryStore`] is built in; `RedisStore` (feature `redis`)
 //!   covers one Redis server, Redis Cluster and Redis behind Sentinel;
@@ -264,7 +265,7 @@ mod supervise;
 mod token;
 
 pub use connect::{ConnectOptions, connect, connect_with};
-pub use election::{Election, Leader, Leadership, Observe};
+pub use election::{Election, Leader, Leadership, Observe, Term};
 pub use error::{Chain, Error, Result};
 pub use guard::LockGuard;
 pub use holder::Holder;
@@ -291,6 +292,8 @@ mod tests {
         assert_send_sync::<crate::Lock>();
         assert_send_sync::<crate::LockGuard>();
         assert_send_sync::<crate::Lease>();
+        assert_send_sync::<crate::Leadership>();
+        assert_send_sync::<crate::Term>();
         assert_send_sync::<crate::Holder>();
         assert_send_sync::<crate::MemoryStore>();
     }

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use lock_core::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
-use lock_core::{Election, Error, Holder, Leader, Leadership, LockManager, LockStore, Observe};
+use lock_core::{
+    Election, Error, Holder, Leader, Leadership, LockManager, LockStore, Observe, Term,
+};
 
 use crate::ms;
 
@@ -216,7 +218,7 @@ pub async fn lost_resolves_when_the_lease_is_taken_away(locks: LockManager) {
 
 /// `lead` runs the work while leading, drops it the moment leadership is
 /// lost, campaigns again and runs it anew for its next term; it returns
-/// what the work returns.
+/// what the work returns, and the `Term`s it handed out say they ended.
 pub async fn lead_drops_the_work_on_loss_and_leads_again(locks: LockManager) {
     if refused_without_fencing(&locks, "lead").await.is_none() {
         return;
@@ -231,16 +233,15 @@ pub async fn lead_drops_the_work_on_loss_and_leads_again(locks: LockManager) {
         async move {
             let mut terms = Vec::new();
             election
-                .lead(|leadership| {
+                .lead(|term| {
                     let call = calls.fetch_add(1, Ordering::SeqCst);
-                    terms.push(leadership.term());
+                    terms.push(term.clone());
                     let dropped = Arc::clone(&dropped);
                     let terms = terms.clone();
                     async move {
                         if call == 0 {
                             // The first term works until it is dropped.
                             let _flag = SetOnDrop(dropped);
-                            let _leadership = leadership;
                             std::future::pending::<()>().await;
                         }
                         Ok::<_, Error>(terms)
@@ -279,11 +280,103 @@ pub async fn lead_drops_the_work_on_loss_and_leads_again(locks: LockManager) {
         2,
         "the work ran once per term"
     );
-    assert!(terms[1] > terms[0], "the second term is greater: {terms:?}");
+    assert!(
+        terms[1].number() > terms[0].number(),
+        "the second term is greater: {terms:?}"
+    );
+    // A `Term` the work kept (or handed to a task it spawned) says when
+    // its term ended, however it ended.
+    assert!(
+        terms.iter().all(Term::is_lost),
+        "both terms ended: the first lost, the second resigned as its work returned: {terms:?}"
+    );
     assert_eq!(
         observed.leader().await.expect("leader"),
         None,
         "the work returned: its leadership resigned"
+    );
+}
+
+/// Work that ignores its argument, the natural code for work that needs no
+/// term, runs: three candidates on one election each lead in turn, run the
+/// work while leading, never two at once, and `lead` returns what it
+/// returned. A `lead` that let the argument's drop end the term would drop
+/// the work before polling it and campaign again, round after round: the
+/// work would never run while the store was hammered.
+pub async fn lead_runs_work_that_ignores_its_argument_one_candidate_at_a_time(locks: LockManager) {
+    if refused_without_fencing(&locks, "ignored").await.is_none() {
+        return;
+    }
+    let running = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut candidates: Vec<_> = (0..3)
+        .map(|n| {
+            let label = format!("candidate-{n}");
+            let election = locks.election("ignored", LONG).label(&label);
+            let counts = (Arc::clone(&running), Arc::clone(&most), Arc::clone(&runs));
+            tokio::spawn(async move {
+                let observed = election.clone();
+                election
+                    .lead(|_term| {
+                        let (running, most, runs) = counts.clone();
+                        let (observed, label) = (observed.clone(), label.clone());
+                        async move {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            let leader = observed.leader().await.expect("leader");
+                            assert_eq!(
+                                leader.as_ref().map(Leader::label),
+                                Some(label.as_str()),
+                                "the work runs while its own candidate leads"
+                            );
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, Error>(label)
+                        }
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let finished = tokio::time::timeout(HANG_GUARD, async {
+        let mut returned = Vec::new();
+        for candidate in &mut candidates {
+            returned.push(candidate.await.expect("candidate task").expect("lead"));
+        }
+        returned
+    })
+    .await;
+    for candidate in &candidates {
+        candidate.abort();
+    }
+    let runs = runs.load(Ordering::SeqCst);
+    assert!(
+        runs > 0,
+        "three candidates leading with work that ignores its argument ran the work {runs} \
+         times in {HANG_GUARD:?}"
+    );
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        1,
+        "one candidate at a time runs the work"
+    );
+    let returned = finished.expect("each candidate's `lead` returns once its work has run");
+    assert_eq!(runs, 3, "each candidate ran the work once");
+    assert_eq!(
+        returned,
+        ["candidate-0", "candidate-1", "candidate-2"],
+        "`lead` returns what the work returned"
+    );
+    assert_eq!(
+        locks
+            .election("ignored", LONG)
+            .leader()
+            .await
+            .expect("leader"),
+        None,
+        "the work returned: each leadership was given back"
     );
 }
 
@@ -554,6 +647,7 @@ macro_rules! election_contract {
             leadership_renews_itself_past_many_ttls,
             lost_resolves_when_the_lease_is_taken_away,
             lead_drops_the_work_on_loss_and_leads_again,
+            lead_runs_work_that_ignores_its_argument_one_candidate_at_a_time,
             observers_see_each_leader_in_order,
             an_observer_elsewhere_is_told_and_reads_only_when_told,
             a_cancelled_campaign_leaves_nothing_behind,

@@ -30,6 +30,10 @@ type Resign = oneshot::Sender<Result<bool>>;
 /// deadline passes unrenewed (a store that stopped answering, a process
 /// paused past its TTL). [`lost`](Leadership::lost) resolves then, before
 /// the store could let anyone else lead.
+///
+/// [`Election::lead`](crate::Election::lead) keeps its `Leadership` to
+/// itself and hands the work a [`Term`](crate::Term), which the work may
+/// drop without resigning.
 #[must_use = "dropping a Leadership resigns at once; hold it for as long as this candidate should lead"]
 pub struct Leadership {
     lease: Lease,
@@ -97,8 +101,8 @@ impl Leadership {
         self.lease.lost().await;
     }
 
-    /// The lease, watched by [`Election::lead`](crate::Election::lead)
-    /// beside the work it runs.
+    /// The lease, shared with the [`Term`](crate::Term) that
+    /// [`Election::lead`](crate::Election::lead) hands its work.
     pub(super) fn lease(&self) -> Lease {
         self.lease.clone()
     }

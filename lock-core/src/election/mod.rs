@@ -36,6 +36,7 @@
 mod leader;
 mod leadership;
 mod observe;
+mod term;
 
 use std::fmt;
 use std::future::Future;
@@ -48,6 +49,7 @@ pub use self::leader::Leader;
 use self::leadership::Kept;
 pub use self::leadership::Leadership;
 pub use self::observe::Observe;
+pub use self::term::Term;
 
 use crate::acquire::{self, Outcome};
 use crate::metrics::Labels;
@@ -198,12 +200,21 @@ impl Election {
 
     /// Leads, runs `work` while leading, and returns what it returns.
     ///
-    /// Campaigns; once this candidate leads, calls `work` with its
-    /// [`Leadership`]. The moment leadership ends (lost, or resigned by the
-    /// work) the work's future is dropped and the candidate campaigns again,
-    /// calling `work` anew for its next term. When the work returns, its
-    /// result is returned and the leadership it was given (if the work did
-    /// not keep it) resigns.
+    /// Campaigns; once this candidate leads, calls `work` with a [`Term`]:
+    /// the term's number, to fence what the work writes, and a signal when
+    /// it ends. `lead` keeps the term's [`Leadership`] itself, so the work
+    /// may use the `Term`, clone it into tasks it spawns, or ignore it:
+    /// dropping it ends nothing. The moment leadership is lost the work's
+    /// future is dropped and the candidate campaigns again, calling `work`
+    /// anew for its next term. When the work returns, `lead` resigns
+    /// (the next candidate leads at once) and returns the work's result;
+    /// a resignation the store did not answer is logged at WARN and tried
+    /// again in the background, never returned in place of the result.
+    ///
+    /// To stop leading, make the work return: before a process exits, this
+    /// hands over at once. Dropping the `lead` future also resigns, but
+    /// through a background task that a runtime shutting down may never
+    /// run (the next leader then waits out the TTL).
     ///
     /// A store that fails while campaigning is retried with growing pauses
     /// (logged at WARN): a leader-elected service rides out a store outage
@@ -218,24 +229,29 @@ impl Election {
     ///
     /// let locks = LockManager::memory();
     /// let election = locks.election("compactor", Duration::from_secs(15));
+    /// // Runs only while this instance leads; `term.number()` fences what
+    /// // it writes.
     /// let compacted = election
-    ///     .lead(|leadership| async move {
-    ///         // Runs only while this instance leads; `leadership.term()`
-    ///         // fences what it writes.
-    ///         Ok::<_, lock_core::Error>(leadership.term() > 0)
-    ///     })
+    ///     .lead(|term| async move { compact(term.number()).await })
     ///     .await?;
-    /// assert!(compacted);
+    /// assert_eq!(compacted, 3);
+    /// // Work that needs no term ignores it, and runs all the same.
+    /// let swept = election.lead(|_term| async move { sweep().await }).await?;
+    /// assert_eq!(swept, 5);
     /// # Ok(()) }
+    /// # async fn compact(_term: u64) -> lock_core::Result<u32> { Ok(3) }
+    /// # async fn sweep() -> lock_core::Result<u32> { Ok(5) }
     /// ```
     pub async fn lead<T, E, F, W>(&self, mut work: F) -> Result<T, E>
     where
-        F: FnMut(Leadership) -> W,
+        F: FnMut(Term) -> W,
         W: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
         let mut backoff = campaign_backoff();
         loop {
+            // Held here, never by the work: the work's `Term` can be
+            // dropped, ignored or outlive the work without ending the term.
             let (leadership, kept) = match self.campaign_kept().await {
                 Ok(started) => started,
                 Err(error @ Error::Store { .. }) => {
@@ -246,23 +262,27 @@ impl Election {
                 Err(error) => return Err(E::from(error)),
             };
             backoff = campaign_backoff();
-            let lost = leadership.lease();
-            let term = leadership.term();
+            let term = Term::new(leadership.term(), leadership.lease());
+            let number = term.number();
             // Boxed: the work is held in one place however large it is.
-            let running = Box::pin(work(leadership));
+            let running = Box::pin(work(term));
             tokio::select! {
                 biased;
-                () = lost.lost() => {
-                    tracing::warn!(key = %self.key(), term, "leadership ended: the work was dropped; campaigning again");
+                () = leadership.lost() => {
+                    // The renewal task gives the lost lease back on its
+                    // own: campaigning again need not wait for it.
+                    tracing::warn!(key = %self.key(), term = number, "leadership ended: the work was dropped; campaigning again");
                 }
                 outcome = running => {
-                    // The work's leadership resigned as the work ended
-                    // (dropping it marks it lost at once): the lease is
-                    // given back before this returns. Work that returned
-                    // its leadership still leads.
-                    if lost.is_lost() {
-                        let _ = kept.await;
+                    // The work's own result, whatever the store says: a
+                    // resignation that failed is tried again in the
+                    // background and only logged here.
+                    if let Err(error) = leadership.resign().await {
+                        tracing::warn!(key = %self.key(), term = number, error = %error.chain(), "could not resign as the work returned; trying again in the background");
                     }
+                    // Observers in this process are told before this
+                    // returns.
+                    let _ = kept.await;
                     return outcome;
                 }
             }
