@@ -368,15 +368,21 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
     run.log(&format!(
         "pause-write of {target} before its write of {name}"
     ));
-    // Someone must want the name while its holder is frozen: the others
-    // are asked to take it next (on the memory store, the other tasks of
-    // the one process).
-    let take = format!("take fenced {name}");
-    if memory {
-        slot.input.say(&take)?;
-    } else {
-        run.tell_others(slot.index, &take);
-    }
+    // Someone must want the name while its holder is frozen, and hold it
+    // a while, with others waiting behind: the others are asked to take it
+    // with long sections again and again (on the memory store, the other
+    // tasks of the one process), until a TTL after the frozen holder is
+    // continued. Whatever it then does (its write goes out stale; the
+    // lease it lost is given back) must not touch the new holder.
+    let insist = format!("insist fenced {name} long");
+    let tell = |line: &str| {
+        if memory {
+            let _ = slot.input.say(line);
+        } else {
+            run.tell_others(slot.index, line);
+        }
+    };
+    tell(&insist);
     let claimed = format!(
         "SELECT EXISTS (SELECT 1 FROM \"{}\".intervals WHERE name = $1 AND mode = 'fenced'
                           AND worker <> $2 AND fence > $3 AND claim_version IS NOT NULL)",
@@ -411,6 +417,8 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
         }
     );
     fault_ended(run, id, &detail).await?;
+    tokio::time::sleep(TTL).await;
+    tell("insist off");
     Ok(Injected {
         kind: FaultKind::PauseWrite,
         target: target.to_owned(),

@@ -633,12 +633,12 @@ async fn stop(run: &Run) -> Result<LeasesLeft, String> {
             let mut still = Vec::new();
             if let Some(manager) = &manager {
                 for (name, token) in &held {
-                    match manager.lock(name.as_str(), TTL).holder().await {
+                    match holder(manager, name).await {
                         Ok(Some(holder)) if holder.token() == token => {
                             still.push(format!("{name} (held by {label})"));
                         }
                         Ok(_) => {}
-                        Err(e) => still.push(format!("{name} (unknown: {e})")),
+                        Err(e) => still.push(format!("{name} (the store could not be read: {e})")),
                     }
                 }
             }
@@ -674,22 +674,43 @@ async fn stop(run: &Run) -> Result<LeasesLeft, String> {
     }
     if let Some(manager) = &manager {
         for name in lock_names(run.options.names) {
-            let lock = manager.lock(name.as_str(), TTL);
-            if lock
-                .is_held()
-                .await
-                .map_err(|e| format!("checking {name}: {e}"))?
-                && !left
-                    .names
-                    .iter()
-                    .any(|left| left.starts_with(&format!("{name} ")))
+            if left
+                .names
+                .iter()
+                .any(|left| left.starts_with(&format!("{name} ")))
             {
-                left.names
-                    .push(format!("{name} (held once every worker had stopped)"));
+                continue;
+            }
+            // A store the harness cannot read may be keeping anything:
+            // counted as left, with why.
+            match holder(manager, &name).await {
+                Ok(None) => {}
+                Ok(Some(_)) => left
+                    .names
+                    .push(format!("{name} (held once every worker had stopped)")),
+                Err(e) => left
+                    .names
+                    .push(format!("{name} (the store could not be read: {e})")),
             }
         }
     }
     Ok(left)
+}
+
+/// Who holds `name`, asked up to three times: the harness's connection may
+/// have been broken by a fault (a restarted server), and a client replaces
+/// a broken connection on the call after the one that found it broken.
+async fn holder(manager: &LockManager, name: &str) -> lock_core::Result<Option<lock_core::Holder>> {
+    let mut tries = 0;
+    loop {
+        match manager.lock(name, TTL).holder().await {
+            Err(_) if tries < 2 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            read => return read,
+        }
+    }
 }
 
 /// How one worker's stop went.

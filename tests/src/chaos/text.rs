@@ -172,7 +172,7 @@ impl Report {
         }
         let _ = writeln!(
             o,
-            "  stalled workers                    {}   of {} (must be 0: a fault-free stretch of {:?} with no call finished)",
+            "  stalled workers                    {}   of {} (must be 0: a fault-free stretch of {:?} with no call finished and no body begun)",
             self.stalls.len(),
             c.workers_expected.len(),
             TTL * 3
@@ -180,7 +180,7 @@ impl Report {
         for stall in &self.stalls {
             let _ = writeln!(
                 o,
-                "    {} finished no call for {:.1} s from {:.1} s",
+                "    {} made no progress for {:.1} s from {:.1} s",
                 stall.worker, stall.length, stall.from
             );
         }

@@ -23,9 +23,9 @@
 //! store), and every lease it held at or after the moment it was told to
 //! stop, which the harness looks for in the store.
 //!
-//! Lines on standard input: `take <fenced|plain> <name>` makes the next
-//! call a short one on that lock; `insist <fenced|plain> <name>` makes
-//! every call one, until `insist off`. `pause-write` asks for a freeze before the
+//! Lines on standard input: `take <fenced|plain> <name> [long]` makes the
+//! next call one on that lock (short, unless `long`); `insist <fenced|plain>
+//! <name> [long]` makes every call one, until `insist off`. `pause-write` asks for a freeze before the
 //! next fenced write: the next call is fenced, and once its work is done,
 //! with the lease's checks behind it, it records the fault, says `frozen`
 //! and stops this process (`SIGSTOP`; on the memory store, whose workers
@@ -164,15 +164,34 @@ struct Shared {
     stop: watch::Receiver<bool>,
     /// A freeze before the next fenced write is asked for.
     freeze: AtomicBool,
-    /// The lock the next call must take, fenced or not (`take fenced n2`).
-    take: Mutex<Option<(bool, String)>>,
+    /// The lock the next call must take (`take fenced n2`).
+    take: Mutex<Option<Asked>>,
     /// The lock every call takes until told otherwise (`insist plain n2`,
     /// `insist off`).
-    insist: Mutex<Option<(bool, String)>>,
+    insist: Mutex<Option<Asked>>,
     /// Where a frozen task of the memory store waits for `resume`.
     resume: Resume,
     /// The leases held now, and those held since the stop.
     held: Mutex<Held>,
+}
+
+/// A call the harness asked for: `fenced n2` or `plain n2`, short, or
+/// long when followed by `long`.
+#[derive(Clone, Debug)]
+struct Asked {
+    fenced: bool,
+    name: String,
+    long: bool,
+}
+
+impl Asked {
+    fn new(mode: &str, name: &str, rest: &[&str]) -> Asked {
+        Asked {
+            fenced: mode == "fenced",
+            name: name.to_owned(),
+            long: rest == ["long"],
+        }
+    }
 }
 
 /// A one-shot gate a blocked thread waits at until the harness says
@@ -282,12 +301,12 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
             let Ok(line) = line else { break };
             let words: Vec<&str> = line.split_whitespace().collect();
             match words[..] {
-                ["take", mode, name] => {
-                    *lock(&commands.take) = Some((mode == "fenced", name.to_owned()));
+                ["take", mode, name, ref rest @ ..] => {
+                    *lock(&commands.take) = Some(Asked::new(mode, name, rest));
                 }
                 ["insist", "off"] => *lock(&commands.insist) = None,
-                ["insist", mode, name] => {
-                    *lock(&commands.insist) = Some((mode == "fenced", name.to_owned()));
+                ["insist", mode, name, ref rest @ ..] => {
+                    *lock(&commands.insist) = Some(Asked::new(mode, name, rest));
                 }
                 ["pause-write"] => commands.freeze.store(true, Ordering::SeqCst),
                 ["resume"] => commands.resume.open(),
@@ -429,8 +448,9 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
         let asked = lock(&shared.take)
             .take()
             .or_else(|| lock(&shared.insist).clone());
-        if let Some((mode, asked)) = asked {
-            (fenced, name, long) = (mode && shared.config.kind.fences(), asked, false);
+        if let Some(asked) = asked {
+            fenced = asked.fenced && shared.config.kind.fences();
+            (name, long) = (asked.name, asked.long);
         } else if shared.freeze.load(Ordering::SeqCst) && shared.config.kind.fences() {
             (fenced, long) = (true, false);
         }
