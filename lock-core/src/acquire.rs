@@ -21,6 +21,13 @@
 //! the one look back, for a lease handed over meanwhile, never consumes a
 //! plain release signal. Every deadline is a [`tokio::time::Instant`], so
 //! tests on a paused clock wait as real time would.
+//!
+//! A round's wakeups go once the next round is answered, or the lease is
+//! ours, marked [answered](Wakeup::answered); dropped any other way (the
+//! wait ran out, an attempt failed, the future was dropped), each
+//! withdraws what its attempt left standing for the waiter, as its store
+//! asked ([`Wakeup::withdrawing`]): a waiting writer's claim on the
+//! readers' turn.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,6 +108,9 @@ pub(crate) async fn acquire_as(
             Step::Contended(remaining) => return Ok(Outcome::Contended(remaining)),
         };
     };
+    // The lease is ours: the last round's wakeups (other permits', or a
+    // handover's) go without withdrawing anything.
+    rounds.wakeups.iter_mut().for_each(Wakeup::answered);
     // Read from the rounds rather than the arguments, so that the future
     // keeps no second copy of them across every await.
     let (target, started) = (rounds.target, rounds.started);

@@ -223,21 +223,17 @@ impl LockGuard {
         tracing::debug!(key = %self.key, "lock kept until its ttl");
     }
 
-    /// Whether the store still has this guard's lease.
+    /// Whether the store still has this guard's lease: one read of its
+    /// key's lease (a reader's: its own among the name's readers), whose
+    /// cost does not grow with the keys around it.
     ///
     /// # Errors
     ///
     /// [`Error::Store`](crate::Error::Store) when the store fails.
     pub async fn is_still_held(&self) -> Result<bool> {
-        if self.reader {
-            // One of several holders: `holder` names only one of them.
-            let holders = self.store.list(&self.key).await?;
-            return Ok(holders
-                .iter()
-                .any(|(key, holder)| **key == *self.key && holder.token() == &*self.token));
-        }
-        let holder = self.store.holder(&self.key).await?;
-        Ok(holder.is_some_and(|holder| holder.token() == &*self.token))
+        // A reader's or the writer's: the store reads this key's lease
+        // under this token, and no other key.
+        self.store.is_held_by(&self.key, &self.token).await
     }
 
     /// The owner token: 128 bits (this process's secret plus a count) and `host:pid`, the proof of

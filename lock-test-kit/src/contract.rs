@@ -31,7 +31,9 @@ pub use crate::cancellation::{
     lock_futures_cut_off_at_random_points_leave_no_lease_behind,
 };
 pub use crate::read::{
-    a_reader_refuses_permits_and_fencing, a_waiting_writer_is_not_starved_by_overlapping_readers,
+    a_reader_refuses_permits_and_fencing,
+    a_readers_check_reads_its_own_lease_and_no_name_around_it,
+    a_waiting_writer_is_not_starved_by_overlapping_readers,
     a_writers_fence_keeps_increasing_across_reader_phases,
     a_writers_release_lets_every_waiting_reader_in,
     cancelled_reader_and_writer_waits_leave_nothing_behind, each_reader_expires_on_its_own,
@@ -1000,6 +1002,7 @@ macro_rules! store_contract {
             the_last_readers_release_wakes_the_writer_ahead_of_waiting_readers,
             a_writers_fence_keeps_increasing_across_reader_phases,
             a_reader_refuses_permits_and_fencing,
+            a_readers_check_reads_its_own_lease_and_no_name_around_it,
         );
     };
 }

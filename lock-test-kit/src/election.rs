@@ -14,11 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lock_core::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
-use lock_core::{
-    Election, Error, Holder, Leader, Leadership, LockManager, LockStore, Observe, Term,
-};
+use lock_core::{Election, Error, Leader, Leadership, LockManager, Observe, Term};
 
+use crate::counted::Counted;
 use crate::ms;
 
 /// Longer than every hang guard: a handover that waits for the TTL fails.
@@ -436,8 +434,7 @@ pub async fn an_observer_elsewhere_is_told_and_reads_only_when_told(locks: LockM
         return;
     }
     let counted = Counted::new(Arc::clone(locks.store()));
-    let reads = Arc::clone(&counted.reads);
-    let elsewhere = LockManager::new(counted).with_prefix(locks.prefix());
+    let elsewhere = LockManager::new(counted.clone()).with_prefix(locks.prefix());
     let ttl = ms(&locks, 300);
     let election = locks.election("told", ttl).label("here");
     let mut observe = elsewhere.election("told", ttl).observe();
@@ -453,13 +450,13 @@ pub async fn an_observer_elsewhere_is_told_and_reads_only_when_told(locks: LockM
     assert_eq!((seen.label(), seen.term()), ("here", leading.term()));
     // Three TTLs of one leader renewing itself: nothing to report, and
     // the store read about once per lease at most.
-    let before = reads.load(Ordering::SeqCst);
+    let before = counted.reads();
     let quiet = tokio::time::timeout(ttl * 3, observe.next_change()).await;
     assert!(
         quiet.is_err(),
         "no change while one leader renews: {quiet:?}"
     );
-    let read = reads.load(Ordering::SeqCst) - before;
+    let read = counted.reads() - before;
     assert!(
         read <= 10,
         "the observer read the store {read} times in three TTLs of one leader"
@@ -483,87 +480,114 @@ pub async fn an_observer_elsewhere_is_told_and_reads_only_when_told(locks: LockM
     next.resign().await.expect("resign");
 }
 
-/// A store that counts the holder reads reaching it, and is otherwise the
-/// store it wraps, fencing and announcements included.
-struct Counted {
-    inner: Arc<dyn LockStore>,
-    reads: Arc<AtomicU32>,
+/// A lease of whole seconds, at least three and a second above the
+/// store's shortest: long enough to have a last second of its own.
+fn seconds_lease(locks: &LockManager) -> Duration {
+    let shortest = locks.store().min_ttl() + Duration::from_secs(1);
+    let whole = shortest.as_secs() + u64::from(shortest.subsec_nanos() > 0);
+    Duration::from_secs(whole.max(3))
 }
 
-impl Counted {
-    fn new(inner: Arc<dyn LockStore>) -> Counted {
-        Counted {
-            inner,
-            reads: Arc::default(),
-        }
+/// An observer whose read missed a live leader (a read that raced the
+/// renewal moving the leader's lease, and found nobody) shows that leader
+/// again within one TTL: after a `None`, the term shown before it is a
+/// change again. Otherwise one misread would have every later read of the
+/// same term skipped as stale, and the observer would say nobody leads for
+/// as long as the leader lives.
+pub async fn an_observer_that_misread_nobody_shows_the_live_leader_again(locks: LockManager) {
+    if refused_without_fencing(&locks, "misread").await.is_none() {
+        return;
     }
+    let counted = Counted::new(Arc::clone(locks.store()));
+    let observing = LockManager::new(counted.clone()).with_prefix(locks.prefix());
+    let ttl = seconds_lease(&locks);
+    let election = locks.election("misread", ttl).label("live");
+    let leading = campaign(&election).await;
+    let mut observe = observing.election("misread", ttl).observe();
+    let seen = next_change(&mut observe)
+        .await
+        .expect("the leader is shown");
+    assert_eq!(seen.term(), leading.term(), "the leader's term is shown");
+    // The observer reads again when the lease it saw would have ended
+    // (the leader has renewed it since): that read misses.
+    counted.miss_next_read();
+    assert_eq!(
+        next_change(&mut observe).await,
+        None,
+        "the read that missed the leader shows nobody leading"
+    );
+    let again = tokio::time::timeout(ttl, observe.next_change())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the live leader is shown again within one TTL ({ttl:?}) of the misread")
+        })
+        .expect("the live leader is shown again, not nobody");
+    assert_eq!(
+        (again.label(), again.term()),
+        ("live", leading.term()),
+        "the same leader and term: it never stopped leading"
+    );
+    assert!(
+        !leading.is_lost(),
+        "the leader led throughout: only the observer's read missed it"
+    );
+    leading.resign().await.expect("resign");
 }
 
-impl LockStore for Counted {
-    fn acquire<'a>(
-        &'a self,
-        request: AcquireRequest<'a>,
-    ) -> BoxFuture<'a, lock_core::Result<Attempt>> {
-        self.inner.acquire(request)
+/// An observer whose leader died unannounced (killed, cut off) reads the
+/// store again when the leader's lease should have ended, and not round
+/// after round in its last second. A store that keeps whole seconds (etcd)
+/// says how many whole seconds a lease has left; an observer told 0 in
+/// that last second, reading again 20 ms after "0 s from now", would read
+/// about fifty times before the lease was gone.
+pub async fn an_observer_reads_a_dying_leaders_store_at_most_twice_in_its_last_second(
+    locks: LockManager,
+) {
+    if refused_without_fencing(&locks, "dying").await.is_none() {
+        return;
     }
-
-    fn release<'a>(
-        &'a self,
-        key: &'a str,
-        token: &'a str,
-    ) -> BoxFuture<'a, lock_core::Result<bool>> {
-        self.inner.release(key, token)
-    }
-
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        token: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, lock_core::Result<bool>> {
-        self.inner.extend(key, token, ttl)
-    }
-
-    fn force_release<'a>(&'a self, key: &'a str) -> BoxFuture<'a, lock_core::Result<bool>> {
-        self.inner.force_release(key)
-    }
-
-    fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, lock_core::Result<Option<Holder>>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.holder(key)
-    }
-
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn is_shared(&self) -> bool {
-        self.inner.is_shared()
-    }
-
-    fn max_ttl(&self) -> Duration {
-        self.inner.max_ttl()
-    }
-
-    fn min_ttl(&self) -> Duration {
-        self.inner.min_ttl()
-    }
-
-    fn ttl_resolution(&self) -> Duration {
-        self.inner.ttl_resolution()
-    }
-
-    fn clock_margin(&self, ttl: Duration) -> Duration {
-        self.inner.clock_margin(ttl)
-    }
-
-    fn fencing(&self) -> bool {
-        self.inner.fencing()
-    }
-
-    fn observe(&self, key: &str) -> Option<Wakeup> {
-        self.inner.observe(key)
-    }
+    let leader_side = Counted::new(Arc::clone(locks.store()));
+    let observer_side = Counted::new(Arc::clone(locks.store()));
+    let leaders = LockManager::new(leader_side.clone()).with_prefix(locks.prefix());
+    let observers = LockManager::new(observer_side.clone()).with_prefix(locks.prefix());
+    let ttl = seconds_lease(&locks);
+    let started = tokio::time::Instant::now();
+    let leading = campaign(&leaders.election("dying", ttl)).await;
+    // The leader dies: no renewal and no resignation of it reaches the
+    // store again, and its lease runs out at its TTL.
+    leader_side.cut_off();
+    // Followed all along, as an application follows it: a stream polled
+    // only now and then reads when polled, not when it would.
+    let mut observe = observers.election("dying", ttl).observe();
+    let (shown, mut changes) = tokio::sync::mpsc::unbounded_channel();
+    let following =
+        tokio::spawn(async move { while shown.send(observe.next_change().await).is_ok() {} });
+    let seen = tokio::time::timeout(HANG_GUARD, changes.recv())
+        .await
+        .expect("the observer shows who leads")
+        .flatten()
+        .expect("the leader is shown while its lease lasts");
+    assert_eq!(seen.term(), leading.term(), "the dying leader's term");
+    // The lease began after `started`, so it lasts past `started + ttl`:
+    // from a second before that, the observer is in its last second.
+    tokio::time::sleep_until(started + ttl - Duration::from_secs(1)).await;
+    let before = observer_side.reads();
+    let gone = tokio::time::timeout(ttl + HANG_GUARD, changes.recv())
+        .await
+        .expect("the observer is told the leader is gone")
+        .expect("the observer is followed");
+    following.abort();
+    assert_eq!(
+        gone, None,
+        "nobody leads once the dead leader's lease ran out"
+    );
+    let reads = observer_side.reads() - before;
+    assert!(
+        reads <= 2,
+        "the observer read the store {reads} times in the dead leader's last second; at most \
+         twice: when the lease should have ended, and once more if the store had not yet let it go"
+    );
+    drop(leading);
 }
 
 /// The observer's next change, within the hang guard.
@@ -650,6 +674,8 @@ macro_rules! election_contract {
             lead_runs_work_that_ignores_its_argument_one_candidate_at_a_time,
             observers_see_each_leader_in_order,
             an_observer_elsewhere_is_told_and_reads_only_when_told,
+            an_observer_that_misread_nobody_shows_the_live_leader_again,
+            an_observer_reads_a_dying_leaders_store_at_most_twice_in_its_last_second,
             a_cancelled_campaign_leaves_nothing_behind,
             terms_grow_and_bad_labels_are_refused,
         );

@@ -149,6 +149,7 @@
 //! [`LockStore::fencing`]: lock_core::LockStore::fencing
 //! [`LockStore::is_shared`]: lock_core::LockStore::is_shared
 
+mod counted;
 mod instrumented;
 mod support;
 

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{Error, LockManager};
 
+use crate::counted::Counted;
 use crate::ms;
 
 /// A TTL no test outlives.
@@ -423,4 +424,81 @@ pub async fn a_reader_refuses_permits_and_fencing(locks: LockManager) {
         matches!(fenced, Err(Error::InvalidOptions { .. })),
         "read with fenced: {fenced:?}"
     );
+}
+
+/// A reader's [`is_still_held`](lock_core::LockGuard::is_still_held)
+/// reads its own lease on its own name, and nothing else: not a listing of
+/// every key its name is a prefix of (on Redis a `SCAN` of the keyspace
+/// per call, on the memory store a pass over every shard), nor a read that
+/// mistakes a neighbour for it. Released, `a`'s reader is no longer held,
+/// though a writer holds `ab` and readers hold `a:b`, `a*` and a name that
+/// starts with `a` and is too long for some stores to keep as written
+/// (PostgreSQL keeps names over 2,600 bytes as a digest).
+pub async fn a_readers_check_reads_its_own_lease_and_no_name_around_it(locks: LockManager) {
+    if !keeps_readers(&locks).await {
+        return;
+    }
+    let counted = Counted::new(Arc::clone(locks.store()));
+    let checked = LockManager::new(counted.clone()).with_prefix(locks.prefix());
+    let read = |name: &str| checked.lock(name, LONG).read();
+    let released = read("a").acquire().await.expect("acquire").expect("free");
+    let staying = read("a")
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("readers share the name");
+    let writer = checked
+        .lock("ab", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("another name, free");
+    let long = format!("a{}", "b".repeat(3_000));
+    let mut around = Vec::new();
+    for name in ["a:b", "a*", long.as_str()] {
+        around.push(read(name).acquire().await.expect("acquire").expect("free"));
+    }
+    assert!(
+        released.is_still_held().await.expect("check"),
+        "a reader holds its name until released"
+    );
+    assert!(
+        checked
+            .store()
+            .release(released.key(), released.token())
+            .await
+            .expect("release"),
+        "the reader's lease is released"
+    );
+    assert!(
+        !released.is_still_held().await.expect("check"),
+        "a released reader is no longer held, though names starting with its own are"
+    );
+    // Released already: nothing for the guard to give back.
+    released.keep();
+    assert!(
+        staying.is_still_held().await.expect("check"),
+        "the name's other reader still holds it"
+    );
+    assert!(
+        writer.is_still_held().await.expect("check"),
+        "the writer of `ab` still holds it"
+    );
+    for reader in &around {
+        assert!(
+            reader.is_still_held().await.expect("check"),
+            "the reader of {:.40}... still holds it",
+            reader.key()
+        );
+    }
+    assert_eq!(
+        counted.lists(),
+        0,
+        "checking whether a lease is held lists no keys"
+    );
+    assert!(staying.release().await.expect("release"));
+    assert!(writer.release().await.expect("release"));
+    for reader in around {
+        assert!(reader.release().await.expect("release"));
+    }
 }

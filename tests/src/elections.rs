@@ -3,6 +3,7 @@
 //! over, with every takeover timed, every observer's view and every
 //! fenced write checked.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -41,9 +42,15 @@ pub struct Failovers {
     /// between deciding and writing (a SIGSTOP landing there), the limit of
     /// any lease without fencing at the resource.
     pub late_writes: usize,
-    /// Observers whose terms went backwards, or skipped a term that led
-    /// while they watched: must be 0.
+    /// Observers whose terms went backwards, skipped a term that led
+    /// while they watched, said nobody led while a term they had shown
+    /// still led (before its fault), or said nobody twice running: must
+    /// be 0.
     pub observer_faults: Vec<String>,
+    /// The `None`s observers showed while nobody led: after a term's
+    /// fault, before the next term was shown, or before the first. At most
+    /// one per observer per handover it watched, and one at its start.
+    pub observer_nones: usize,
     /// How long after a term began each observer reported it.
     pub observer_lags: Vec<Duration>,
 }
@@ -65,6 +72,13 @@ struct Candidate {
     alive: bool,
     /// The terms its observer reported, in order (`None` left out).
     observed: Vec<u64>,
+    /// What its observer showed last: a term, or nobody (`Some(None)`).
+    shown: Option<Option<u64>>,
+    /// How many `None`s its observer showed.
+    nones: usize,
+    /// How many faults were dealt while it ran: its observer may show
+    /// nobody once for each, and once at its start.
+    handovers: usize,
 }
 
 impl Drop for Candidate {
@@ -113,11 +127,17 @@ pub fn failovers(
             stdin,
             alive: true,
             observed: Vec::new(),
+            shown: None,
+            nones: 0,
+            handovers: 0,
         }
     };
     let mut candidates: Vec<Candidate> = (0..3).map(spawn).collect();
     let mut run = Failovers::default();
     let mut began: HashMap<u64, Instant> = HashMap::new();
+    // When each term's leader was dealt its fault: until then it leads,
+    // and an observer that has shown its term must not say nobody does.
+    let dealt: RefCell<HashMap<u64, Instant>> = RefCell::default();
     let mut wait = |candidates: &mut Vec<Candidate>,
                     run: &mut Failovers,
                     until: &mut dyn FnMut(usize, &[&str]) -> bool| {
@@ -138,9 +158,33 @@ pub fn failovers(
                     began.insert(term, at);
                     run.terms.push(term);
                 }
+                ["observed", "none"] => {
+                    let observer = &mut candidates[n];
+                    // The observer's lines arrive in the order it printed
+                    // them, each after it was printed: a `None` that
+                    // arrived before the fault of the term it showed last
+                    // was read while that term's leader still led.
+                    match observer.shown {
+                        Some(None) => run
+                            .observer_faults
+                            .push(format!("c{n} said nobody leads twice running")),
+                        Some(Some(term))
+                            if dealt.borrow().get(&term).is_none_or(|fault| at < *fault) =>
+                        {
+                            run.observer_faults.push(format!(
+                                "c{n} said nobody leads while term {term}, which it had shown, \
+                                 still led"
+                            ));
+                        }
+                        _ => run.observer_nones += 1,
+                    }
+                    observer.shown = Some(None);
+                    observer.nones += 1;
+                }
                 ["observed", term] => {
                     if let Ok(term) = term.parse::<u64>() {
                         candidates[n].observed.push(term);
+                        candidates[n].shown = Some(Some(term));
                         if let Some(began) = began.get(&term) {
                             run.observer_lags.push(at.saturating_duration_since(*began));
                         }
@@ -161,6 +205,10 @@ pub fn failovers(
         std::thread::sleep(Duration::from_millis(100));
         let old_term = *run.terms.last().expect("a term led");
         let faulted = Instant::now();
+        dealt.borrow_mut().insert(old_term, faulted);
+        for candidate in candidates.iter_mut().filter(|c| c.alive) {
+            candidate.handovers += 1;
+        }
         let pid = candidates[leader].child.id().to_string();
         let mut resigned_at = None;
         match fault {
@@ -279,9 +327,16 @@ pub fn failovers(
 }
 
 /// Each observer's terms grow, and skip none of the terms that led
-/// between the first and the last it saw.
+/// between the first and the last it saw; it said nobody leads at most
+/// once per handover it watched, and once at its start.
 fn check_observers(run: &mut Failovers, candidates: &[Candidate]) {
     for (n, candidate) in candidates.iter().enumerate() {
+        if candidate.nones > candidate.handovers + 1 {
+            run.observer_faults.push(format!(
+                "c{n} said nobody leads {} times in {} handovers",
+                candidate.nones, candidate.handovers
+            ));
+        }
         let seen = &candidate.observed;
         if seen.windows(2).any(|pair| pair[0] >= pair[1]) {
             run.observer_faults

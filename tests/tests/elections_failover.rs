@@ -3,7 +3,8 @@
 //! killed (SIGKILL) or paused past its TTL (SIGSTOP, then SIGCONT), 50
 //! times in all. Each takeover is timed and printed; every fenced write the
 //! leaders made is checked against the terms written before it, and every
-//! observer's view against the terms that led.
+//! observer's view against the terms that led: each term shown in order,
+//! and nobody shown only while nobody led.
 //!
 //! A leader checks its lease by the clock just before each write, and
 //! stamps the write with that moment. A SIGSTOP that lands between the
@@ -66,12 +67,13 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
     lags.sort();
     let lag = lags.get(lags.len() / 2).copied().unwrap_or_default();
     eprintln!(
-        "{store}: {} failovers, ttl {ttl:?}: takeover after resign {} (median), after SIGKILL {}, after SIGSTOP {}; observers {:.1} ms behind (median); {} writes, {} violations, {} landed late (stopped between deciding and writing)",
+        "{store}: {} failovers, ttl {ttl:?}: takeover after resign {} (median), after SIGKILL {}, after SIGSTOP {}; observers {:.1} ms behind (median), {} times nobody between terms; {} writes, {} violations, {} landed late (stopped between deciding and writing)",
         run.terms.len() - 1,
         median("resign"),
         median("kill"),
         median("pause"),
         lag.as_secs_f64() * 1e3,
+        run.observer_nones,
         run.writes,
         run.violations,
         run.late_writes,
@@ -86,6 +88,8 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
         "no old term decided to write after a newer one began"
     );
     assert!(run.writes > 0, "the leaders wrote");
+    // A `None` only while nobody leads: between a term's fault and the
+    // next term, at most once per observer per handover.
     assert!(
         run.observer_faults.is_empty(),
         "observers: {:?}",

@@ -1,6 +1,6 @@
 //! Redis: one server, a cluster and Sentinel, one module per area: the
 //! contract and lifecycle suites on each, the store's own behaviours, its
-//! edges, and failover with replicas.
+//! edges, a reader's check of its lease, and failover with replicas.
 
 #[path = "redis/cluster_contract.rs"]
 mod cluster_contract;
@@ -12,6 +12,8 @@ mod contract;
 mod edges;
 #[path = "redis/lifecycle.rs"]
 mod lifecycle;
+#[path = "redis/readers.rs"]
+mod readers;
 #[path = "redis/sentinel.rs"]
 mod sentinel;
 #[path = "redis/sentinel_contract.rs"]

@@ -309,7 +309,10 @@ impl Election {
     /// process's), and when the leader's lease runs out unrenewed (its
     /// holder died), never by polling on those stores. On a store that
     /// announces nothing across processes (memcached) it reads every
-    /// second. Terms only grow: a read older than one already shown is
+    /// second. A read that finds nobody leading is made once more a third
+    /// of the TTL later (a second at most): should it have missed a live
+    /// leader, that leader is shown again, its term after the `None`.
+    /// Otherwise terms only grow: a read older than one already shown is
     /// skipped. A leadership that starts and ends between two reads (within
     /// one round trip) shows only as a jump in term.
     ///

@@ -22,6 +22,10 @@ const POLL_EVERY: Duration = Duration::from_secs(1);
 /// again: the store's clock may run a little slower than this one's.
 const EXPIRY_SLACK: Duration = Duration::from_millis(20);
 
+/// How long after a read that found nobody leading an observer reads once
+/// more, at most (see [`Observer::recheck`]).
+const RECHECK_WITHIN: Duration = Duration::from_secs(1);
+
 /// Every change of an election's leader: [`Election::observe`](crate::Election::observe).
 ///
 /// A [`Stream`] of `Option<Leader>` that never ends. Dropping it stops
@@ -49,6 +53,8 @@ impl Observe {
             shown: None,
             highest: 0,
             until: None,
+            recheck: (lock.ttl() / 3).min(RECHECK_WITHIN),
+            found_nobody: false,
         };
         Observe {
             next: Box::pin(observer.next()),
@@ -93,6 +99,16 @@ struct Observer {
     /// change after that read is not missed): signals and a time to read
     /// again.
     until: Option<Until>,
+    /// How long after a read that found nobody leading to read once more:
+    /// a third of the election's TTL (a live leader renews that often), at
+    /// most [`RECHECK_WITHIN`]. A read can miss a live leader (a store
+    /// whose holder read raced the leader's renewal), and a store announces
+    /// new leaders, not leaders that went on leading: without this second
+    /// look, the `None` would stand for the rest of the term.
+    recheck: Duration,
+    /// Whether the last read found nobody leading: the read after it is
+    /// the second look, and no third follows.
+    found_nobody: bool,
 }
 
 /// What an observer waits for before reading again.
@@ -170,18 +186,22 @@ impl Observer {
             let poll = (!announces)
                 .then(|| Instant::now().checked_add(POLL_EVERY))
                 .flatten();
-            let at = match (expires, poll) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let recheck = (leader.is_none() && !self.found_nobody)
+                .then(|| Instant::now().checked_add(self.recheck))
+                .flatten();
+            self.found_nobody = leader.is_none();
+            let at = [expires, poll, recheck].into_iter().flatten().min();
             self.until = Some(Until { signals, at });
             let term = leader.as_ref().map(Leader::term);
             let changed = match (self.shown, term) {
                 (None, _) => true,
                 (Some(None), None) => false,
                 (Some(Some(_)), None) => true,
+                // After nobody, the term shown before it leads again (the
+                // read that found nobody missed it): show it again.
+                (Some(None), Some(term)) => term >= self.highest,
                 // Terms only grow: a lower one is a stale read.
-                (Some(_), Some(term)) => term > self.highest,
+                (Some(Some(_)), Some(term)) => term > self.highest,
             };
             if changed {
                 self.shown = Some(term);

@@ -33,7 +33,10 @@
 //!   evaluated. It must be registered before the attempt is decided, so that a
 //!   release racing with the attempt is never missed. Stores that cannot
 //!   observe releases return no wakeup; waiters then sleep for the holder's
-//!   remaining TTL.
+//!   remaining TTL. A waiting writer's attempt that holds new readers off
+//!   (a claim on their turn) is taken back when the writer stops waiting
+//!   without the lease, and the readers behind it are woken
+//!   ([`Wakeup::withdrawing`]).
 //! - **Fencing tokens**, from stores whose [`fencing`](LockStore::fencing) is
 //!   true: every acquisition that asks for one gets a number strictly greater
 //!   than any earlier acquisition of the same key got, across holders,
@@ -152,6 +155,34 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// The current unexpired lease on `key`, if any.
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>>;
+
+    /// Whether `token` holds an unexpired lease on `key`: as its writer,
+    /// or as one of its readers. What
+    /// [`LockGuard::is_still_held`](crate::LockGuard::is_still_held) asks,
+    /// on every call, so it must read `key`'s own lease and readers and
+    /// nothing more.
+    ///
+    /// The default compares [`holder`](LockStore::holder)'s token; a store
+    /// that keeps readers ([`read_mode`](LockStore::read_mode)), whose
+    /// `holder` names only one of them, falls back to
+    /// [`list`](LockStore::list) with `key` as the prefix, which reads
+    /// every key that starts with it: such a store should answer from the
+    /// reader's own entry instead, as every built-in store does.
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let holder = self.holder(key).await?;
+            if holder.is_some_and(|holder| holder.token() == token) {
+                return Ok(true);
+            }
+            if !self.read_mode() {
+                return Ok(false);
+            }
+            let held = self.list(key).await?;
+            Ok(held
+                .iter()
+                .any(|(held, holder)| held == key && holder.token() == token))
+        })
+    }
 
     /// Every unexpired lease whose key starts with `prefix`: its full key and
     /// its holder, in no particular order.
@@ -304,6 +335,10 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         (**self).holder(key)
+    }
+
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        (**self).is_held_by(key, token)
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {

@@ -28,6 +28,11 @@ pub struct Wakeup {
     /// Wakes another waiter of the key, for a waiter that was woken and left
     /// before its next attempt was answered (see [`Wakeup::passing_on`]).
     pass_on: Option<Box<dyn FnOnce() + Send>>,
+    /// Takes back what the waiter's attempt left standing, if the waiter
+    /// stops waiting without the lease (see [`Wakeup::withdrawing`]); run
+    /// as the wakeup is dropped, unless its waiter went on first
+    /// ([`answered`](Wakeup::answered)).
+    withdraw: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// A store's release signal.
@@ -36,6 +41,8 @@ enum Signal {
     Released(Pin<Box<dyn Future<Output = ()> + Send>>),
     /// Says what the release did for the waiter; from in-process stores only.
     Reporting(Pin<Box<dyn Future<Output = Woken> + Send>>),
+    /// Dropped already: the wakeup is being dropped.
+    Gone,
 }
 
 impl Wakeup {
@@ -45,6 +52,7 @@ impl Wakeup {
             signal: Signal::Released(Box::pin(signal)),
             woken: None,
             pass_on: None,
+            withdraw: None,
         }
     }
 
@@ -62,6 +70,39 @@ impl Wakeup {
     pub fn passing_on(mut self, pass_on: impl FnOnce() + Send + 'static) -> Self {
         self.pass_on = Some(Box::new(pass_on));
         self
+    }
+
+    /// The same wakeup, which calls `withdraw` if its waiter stops waiting
+    /// without the lease: its wait ran out, an attempt failed, or its
+    /// future was dropped. Not when the waiter goes on: once its next
+    /// attempt is answered (the lease is its own, or it waits on that
+    /// attempt's wakeup instead), this one is dropped without a call.
+    /// `withdraw` runs after the signal is dropped.
+    ///
+    /// A writer that waits for readers stands in front of the readers that
+    /// come after it (a claim, an intent: writers are never starved), and
+    /// this process's release wakes the writer before them. Leaving, it
+    /// must take its claim back and wake them, or they sleep on, while
+    /// only readers hold the name, until their nap ends: the last writer's
+    /// TTL, for a reader that tried while a writer held the name. The
+    /// store kit's `Interest::into_wakeup` (feature `store-kit`) wakes the
+    /// readers; `Interest::into_wakeup_withdrawing` takes a claim back
+    /// first.
+    #[must_use = "withdrawing returns the wakeup it sets up"]
+    pub fn withdrawing(mut self, withdraw: impl FnOnce() + Send + 'static) -> Self {
+        self.withdraw = Some(Box::new(withdraw));
+        self
+    }
+}
+
+impl Drop for Wakeup {
+    fn drop(&mut self) {
+        if let Some(withdraw) = self.withdraw.take() {
+            // The signal first: a store's registration of this waiter is
+            // gone by the time `withdraw` looks at who else waits.
+            self.signal = Signal::Gone;
+            withdraw();
+        }
     }
 }
 
@@ -103,7 +144,15 @@ impl Wakeup {
             signal: Signal::Reporting(Box::pin(signal)),
             woken: None,
             pass_on: None,
+            withdraw: None,
         }
+    }
+
+    /// Its waiter went on: its next attempt was answered, and it holds the
+    /// lease or waits on that attempt's wakeups. Dropped, this wakeup then
+    /// withdraws nothing ([`Wakeup::withdrawing`]).
+    pub(crate) fn answered(&mut self) {
+        self.withdraw = None;
     }
 
     /// Polls for what woke the waiter; the same answer again once woken.
@@ -117,6 +166,7 @@ impl Wakeup {
                 Woken::Released
             }
             Signal::Reporting(signal) => std::task::ready!(signal.as_mut().poll(cx)),
+            Signal::Gone => return Poll::Pending,
         };
         self.woken = Some(woken);
         Poll::Ready(woken)
@@ -152,7 +202,8 @@ impl Wakeup {
 
 /// The wakeups that woke a waiter whose next attempt is under way: if it
 /// leaves before that attempt is answered, each passes its wake on
-/// ([`Wakeup::passing_on`]) instead of taking it along.
+/// ([`Wakeup::passing_on`]) instead of taking it along, and withdraws what
+/// it stood for ([`Wakeup::withdrawing`]).
 pub(crate) struct Unanswered(Vec<Wakeup>);
 
 impl Unanswered {
@@ -162,17 +213,19 @@ impl Unanswered {
     }
 
     /// The attempt was answered: the wakeups, to read and drop, passing
-    /// nothing on.
+    /// nothing on and withdrawing nothing.
     #[inline]
     pub(crate) fn answered(mut self) -> Vec<Wakeup> {
-        std::mem::take(&mut self.0)
+        let mut wakeups = std::mem::take(&mut self.0);
+        wakeups.iter_mut().for_each(Wakeup::answered);
+        wakeups
     }
 }
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
-        for wakeup in self.0.drain(..) {
-            if let (Some(Woken::Released), Some(pass_on)) = (wakeup.woken, wakeup.pass_on) {
+        for mut wakeup in self.0.drain(..) {
+            if let (Some(Woken::Released), Some(pass_on)) = (wakeup.woken, wakeup.pass_on.take()) {
                 pass_on();
             }
         }

@@ -1,6 +1,6 @@
 //! The read side of a name through the runtime, beyond the store contract:
-//! re-entry across the two sides, and what a read lock reports about its
-//! holders.
+//! re-entry across the two sides, what a read lock reports about its
+//! holders, and who gets the name when a writer lets go or gives up.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -152,6 +152,66 @@ async fn a_free_name_is_not_left_idle_while_a_writer_and_a_reader_wait() {
         wrote_at < Duration::from_secs(1),
         "the writer got the name after {wrote_at:?} (the reader after {read_at:?}), though it was free from the start"
     );
+}
+
+/// A writer that gives up waiting lets in the reader it stood in front of.
+/// A writer, then a reader, wait while an old writer holds the name for
+/// 30 s. The old writer lets go before a handover is due (the clock is
+/// paused), so the release wakes the waiting writer rather than handing it
+/// the name, and a reader that never waited gets in first: no writer is
+/// queued. The writer, held off by that reader, queues again, behind the
+/// waiting reader this time, and its 2 s wait runs out. The waiting reader
+/// must then be let in, not left queued until the old writer's TTL: only
+/// readers hold the name. (The networked stores' version of this, a reader
+/// of another process getting in first, is in their own tests.)
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_gives_up_lets_in_the_reader_it_stood_in_front_of() {
+    let locks = LockManager::memory();
+    let old_ttl = Duration::from_secs(30);
+    let old_writer = locks
+        .lock("k", old_ttl)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let writer = tokio::spawn({
+        let lock = locks.lock("k", LONG).wait_for(Duration::from_secs(2));
+        async move {
+            let guard = lock.acquire().await.expect("acquire");
+            guard.is_some()
+        }
+    });
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    let reader = tokio::spawn({
+        let lock = locks.lock("k", LONG).read().wait_for(LONG);
+        async move { lock.acquire().await.expect("acquire") }
+    });
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    assert!(old_writer.release().await.expect("release"));
+    let other_reader = locks
+        .lock("k", old_ttl)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the release woke the writer and handed it nothing: a reader gets in first");
+    let got = writer.await.expect("writer task");
+    assert!(!got, "the other reader holds the name");
+    let admitted = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the reader is still waiting 5 s after the writer in front of it gave up (the \
+                 old writer's TTL was 30 s)"
+            )
+        })
+        .expect("reader task")
+        .expect("only readers hold the name: the reader gets in");
+    drop((admitted, other_reader));
 }
 
 /// Readers wait behind a short writer whose release lands at a varying

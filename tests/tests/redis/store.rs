@@ -1420,20 +1420,22 @@ async fn readers_never_see_a_write_under_way_across_4_processes() {
 }
 
 /// A writer that waits while readers hold a name claims their turn, so new
-/// readers wait behind it; one that gives up must not hold them off long:
-/// its claim lasts 2 s unless renewed. Without the claim, readers could
-/// starve the writer; without its expiry, a writer that timed out would
-/// shut readers out for as long as the readers already in stayed.
+/// readers wait behind it. One that gives up takes its claim back as it
+/// goes: a new reader gets in within a second, before the claim (2 s from
+/// the writer's last attempt) would have run out. One whose process died
+/// cannot: its claim runs out, and holds readers off 2 s at most. Without
+/// the claim, readers could starve the writer; without its end, a writer
+/// that gave up or died would shut readers out for as long as the readers
+/// already in stayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_that_stops_waiting_holds_new_readers_off_two_seconds_at_most() {
+async fn a_writer_that_gives_up_takes_its_claim_back_and_a_dead_ones_runs_out_within_two_seconds() {
     let Some(locks) = harness::redis_manager().await else {
         return;
     };
     let locks = locks.with_prefix(unique("writer-waits"));
     let long = Duration::from_secs(60);
-    let reader = locks
-        .lock("doc", long)
-        .read()
+    let read = |wait: Duration| locks.lock("doc", long).read().wait_for(wait);
+    let reader = read(Duration::ZERO)
         .acquire()
         .await
         .expect("acquire")
@@ -1445,30 +1447,49 @@ async fn a_writer_that_stops_waiting_holds_new_readers_off_two_seconds_at_most()
         .await
         .expect("acquire");
     assert!(writer.is_none(), "the reader holds the name for a minute");
-    let gave_up = Instant::now();
-    let at_once = locks
-        .lock("doc", long)
-        .read()
+    let next = read(Duration::from_secs(1))
         .acquire()
         .await
         .expect("acquire");
+    assert!(
+        next.is_some(),
+        "the writer took its claim back as it gave up: a reader gets in before the claim would \
+         have run out"
+    );
+    drop(next);
+
+    // A writer that claims and then runs nothing more, as one whose
+    // process died: its attempt's wakeup is never dropped.
+    let key = locks.lock("doc", long).key().to_owned();
+    let attempt = locks
+        .store()
+        .acquire(lock_core::store::AcquireRequest::new(&key, "a-dead-writer", long).waking())
+        .await
+        .expect("acquire");
+    let lock_core::store::Attempt::Held {
+        wakeup: Some(wakeup),
+        ..
+    } = attempt
+    else {
+        panic!("the reader holds the name: the writer waits, {attempt:?}");
+    };
+    std::mem::forget(wakeup);
+    let died = Instant::now();
+    let at_once = read(Duration::ZERO).acquire().await.expect("acquire");
     assert!(
         at_once.is_none(),
-        "right after the writer gave up, its claim still holds new readers off"
+        "the dead writer's claim holds new readers off"
     );
-    let later = locks
-        .lock("doc", long)
-        .read()
-        .wait_for(Duration::from_secs(10))
+    let later = read(Duration::from_secs(10))
         .acquire()
         .await
         .expect("acquire");
-    let waited = gave_up.elapsed();
-    eprintln!("a new reader got in {waited:?} after the writer gave up");
-    assert!(later.is_some(), "the claim expires: readers get in again");
+    let waited = died.elapsed();
+    eprintln!("a new reader got in {waited:?} after the writer died");
+    assert!(later.is_some(), "the claim runs out: readers get in again");
     assert!(
         waited < Duration::from_secs(3),
-        "held off {waited:?} by a writer that had stopped waiting"
+        "held off {waited:?} by a writer that had died"
     );
     drop((later, reader));
 }
@@ -1522,4 +1543,93 @@ async fn a_writer_that_waited_for_readers_leaves_no_claim_when_it_releases() {
         .await
         .expect("acquire");
     assert!(next.is_some(), "a claim outlived the writer that made it");
+}
+
+/// A writer that gives up waiting lets in the readers of its process it
+/// stood in front of. Two stores stand for two processes, `here` and
+/// `elsewhere`. A writer of `elsewhere` holds the name for 30 s. `here` has
+/// a reader waiting (it naps the writer's 30 s, unless woken) and a writer
+/// waiting 2 s. The release wakes one waiter of `here`, the writer first;
+/// a reader of `elsewhere` got in before it, so the writer meets that
+/// reader, claims the name, and gives up. `here`'s reader must then be let
+/// in within a couple of seconds, not left asleep until the old writer's
+/// TTL: nothing holds it off any more.
+///
+/// The release and the other reader's admission are put in the order a
+/// race can put them, every run: the old writer's lease is deleted without
+/// a word, the reader of `elsewhere` gets in, and only then is the release
+/// announced, on the name's channel, as the release script announces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_gives_up_lets_in_the_readers_of_its_process_it_stood_in_front_of() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let prefix = unique("gives-up");
+    let channel = "gives-up:released";
+    let manager = async |prefix: &str| {
+        let config = RedisConfig::new().channel(channel);
+        let store = RedisStore::connect_with(&url, config)
+            .await
+            .expect("connect");
+        LockManager::new(store).with_prefix(prefix)
+    };
+    let (here, elsewhere) = (manager(&prefix).await, manager(&prefix).await);
+    let old_ttl = Duration::from_secs(30);
+    let old_writer = elsewhere
+        .lock("doc", old_ttl)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let reader = tokio::spawn({
+        let lock = here.lock("doc", LONG).read().wait_for(LONG);
+        async move { lock.acquire().await.expect("acquire") }
+    });
+    let writer = tokio::spawn({
+        let lock = here.lock("doc", LONG).wait_for(Duration::from_secs(2));
+        async move {
+            let guard = lock.acquire().await.expect("acquire");
+            (guard.is_some(), Instant::now())
+        }
+    });
+    // Both have tried and found the old writer there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let lease = format!("{{{}}}", old_writer.key());
+    let mut data = data_connection(&url).await;
+    let deleted: u64 = data.del(&lease).await.expect("DEL");
+    assert_eq!(deleted, 1, "the old writer's lease was there");
+    old_writer.keep();
+    let other_reader = elsewhere
+        .lock("doc", old_ttl)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("the name is free for readers");
+    let _: u64 = data
+        .publish(format!("{lease}:{channel}"), &lease)
+        .await
+        .expect("PUBLISH");
+
+    let (got, gave_up) = tokio::time::timeout(HANG_GUARD, writer)
+        .await
+        .expect("the writer's wait ends")
+        .expect("writer task");
+    assert!(!got, "a reader of the other process holds the name");
+    let admitted = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the reader is still asleep 5 s after the writer in front of it gave up (the old \
+                 writer's TTL was 30 s)"
+            )
+        })
+        .expect("reader task")
+        .expect("only readers hold the name: the reader gets in");
+    eprintln!(
+        "the reader got in {:?} after the writer gave up",
+        gave_up.elapsed()
+    );
+    drop((admitted, other_reader));
 }

@@ -1,10 +1,29 @@
-//! Reading who holds what, for operators: the holder of one name, and
-//! every lease under a prefix. Each is one ranged read (a consistent
-//! snapshot), then each lease's remaining TTL.
+//! Reading who holds what: the holder of one name, whether a token still
+//! holds it, and every lease under a prefix. The holder and the listing
+//! are one ranged read (a consistent snapshot), then each lease's
+//! remaining TTL; the check is one transaction on the name's key and the
+//! token's own reader key.
+//!
+//! # A holder that renews is read as live
+//!
+//! Each renewal moves a key onto a new etcd lease and then revokes the old
+//! one, so the lease a read found on a key may be gone by the time its TTL
+//! is read, though its holder lives on:
+//!
+//! ```text
+//! holder   extend: put key on lease 2 ── revoke lease 1
+//! reader   get key (lease 1) ─────────────────────────── TTL of lease 1: not found
+//! ```
+//!
+//! A lease found gone is therefore never taken as "nobody holds it": the
+//! key is read again, and is either gone too (released, or run out: etcd
+//! deletes a lease's keys as it revokes it), or on a newer lease, whose TTL
+//! is read in turn.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::EtcdStore;
 use super::keys::{self, Stored};
@@ -16,7 +35,10 @@ const BATCH: usize = 128;
 
 /// A key found held: its name, its token, its etcd lease, and (for a
 /// writer) the revision it was created at, its fencing token.
+#[derive(Clone)]
 struct Found {
+    /// The key as stored, to read it again.
+    key: Vec<u8>,
     name: String,
     token: String,
     lease: i64,
@@ -48,6 +70,30 @@ impl EtcdStore {
             .into_iter()
             .map(|(_, holder)| holder)
             .min_by_key(Holder::remaining_ttl))
+    }
+
+    /// Whether `token` holds `key`, as its writer or as one of its readers:
+    /// one transaction reading the name's key and the token's own reader
+    /// key, and no other name's. A key is there exactly while its lease
+    /// lives (etcd deletes a lease's keys as it revokes it), so no TTL is
+    /// read.
+    pub(super) async fn held_by(&self, key: &str, token: &str) -> Result<bool> {
+        keys::check_name(key)?;
+        let txn = Txn::new()
+            .when([Compare::value(key, CompareOp::Equal, token)])
+            .or_else([TxnOp::get(
+                keys::reader(key, token),
+                Some(GetOptions::new().with_count_only()),
+            )]);
+        self.call("check the holder of", key, |mut client| async move {
+            let answer = client.txn(txn).await?;
+            let reader = matches!(
+                answer.op_responses().first(),
+                Some(TxnOpResponse::Get(found)) if found.count() > 0
+            );
+            Ok::<_, BoxError>(answer.succeeded() || reader)
+        })
+        .await
     }
 
     /// One ranged read of the keys under `prefix`, in pages pinned to the
@@ -91,7 +137,8 @@ impl EtcdStore {
     }
 
     /// Each of `found` with its lease's remaining TTL, read `BATCH` at a
-    /// time; those whose lease ran out meanwhile are left out.
+    /// time; those whose key is gone meanwhile are left out, and one that
+    /// moved onto a newer lease (renewed) is read again.
     async fn holders(
         &self,
         operation: &'static str,
@@ -128,6 +175,7 @@ fn found(kv: &etcd_client::KeyValue) -> Option<Found> {
         Stored::Claim(_) => return None,
     };
     Some(Found {
+        key: kv.key().to_vec(),
         name: name.to_owned(),
         token: token.to_owned(),
         lease: kv.lease(),
@@ -137,27 +185,51 @@ fn found(kv: &etcd_client::KeyValue) -> Option<Found> {
 }
 
 /// The holder `found` describes, with its lease's remaining TTL read now,
-/// or `None` when that lease ran out since the key was read. A writer's
-/// fencing token is the revision its key was created at.
+/// or `None` when its key is gone since it was read. A lease found gone
+/// sends the read back to the key, which a renewal may have moved onto a
+/// newer lease (see the [module docs](self)): each round needs the holder
+/// to have renewed again meanwhile, and the caller's deadline bounds them
+/// all.
 async fn holder_of(client: &mut Client, found: &Found) -> std::result::Result<Option<Holder>, BoxError> {
-    let remaining = if found.lease == 0 {
-        // No lease: written by something other than this library.
-        Duration::MAX
-    } else {
-        let ttl = client.lease_time_to_live(found.lease, None).await?.ttl();
-        if ttl < 0 {
-            return Ok(None);
+    let mut found = Cow::Borrowed(found);
+    loop {
+        if found.lease == 0 {
+            // No lease: written by something other than this library.
+            return Ok(Some(found.holder(Duration::MAX)));
         }
-        Duration::from_secs(ttl.unsigned_abs())
-    };
-    let holder = Holder::new(found.token.clone(), remaining);
-    if found.reader {
-        return Ok(Some(holder.as_reader()));
+        let ttl = client.lease_time_to_live(found.lease, None).await?.ttl();
+        if ttl >= 0 {
+            // etcd says whole seconds, rounded down: the lease may last up
+            // to a second more. Said as the longest it may last, as an
+            // acquire that finds it held says it, so that whoever waits
+            // for its end (an observer) does not come back while it lasts.
+            return Ok(Some(found.holder(Duration::from_secs(ttl.unsigned_abs() + 1))));
+        }
+        let again = client.get(found.key.clone(), None).await?;
+        match again.kvs().first().and_then(self::found) {
+            // Moved onto a newer lease (renewed), or released and taken
+            // again: whoever holds it now.
+            Some(now) if now.lease != found.lease => found = Cow::Owned(now),
+            // Gone with its lease, or still on it while etcd deletes it:
+            // its lease ran out.
+            _ => return Ok(None),
+        }
     }
-    Ok(Some(match u64::try_from(found.revision) {
-        Ok(fence) if fence > 0 => holder.with_fence(fence),
-        _ => holder,
-    }))
+}
+
+impl Found {
+    /// The holder this describes, with `remaining` of its lease. A
+    /// writer's fencing token is the revision its key was created at.
+    fn holder(&self, remaining: Duration) -> Holder {
+        let holder = Holder::new(self.token.clone(), remaining);
+        if self.reader {
+            return holder.as_reader();
+        }
+        match u64::try_from(self.revision) {
+            Ok(fence) if fence > 0 => holder.with_fence(fence),
+            _ => holder,
+        }
+    }
 }
 
 /// The end of the key range holding every key that starts with `prefix`:

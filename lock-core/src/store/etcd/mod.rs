@@ -78,7 +78,8 @@ use crate::{Error, Holder, Result};
 /// | a reader's acquire | the same, putting the reader's own key if the key and every waiting writer's claim are absent |
 /// | release | one transaction: delete the key if its value is our token, else delete our reader's key; then revoke its lease |
 /// | extend | grant a lease with the new TTL, then one transaction: `put key token` on it if the value is still our token (a reader: a second transaction, on its own key); then revoke the old lease |
-/// | holder | one ranged read of the key and its readers, then the lease's remaining TTL (a reader's: the one that ends first) |
+/// | holder | one ranged read of the key and its readers, then the lease's remaining TTL (a reader's: the one that ends first), in whole seconds rounded up; a lease a renewal revoked meanwhile sends the read back to the key, now on its new lease |
+/// | a guard's check ([`is_still_held`](crate::LockGuard::is_still_held)) | one transaction: the key's value compared with the token, else the token's own reader key counted |
 /// | list | a ranged read of the prefix, in pages of 1,000 pinned to one revision (a consistent snapshot), then each lease's remaining TTL: one entry per writer and per reader |
 /// | force-release | one ranged delete of the key, its readers and its claims; then revoke their leases |
 ///
@@ -527,6 +528,10 @@ impl LockStore for EtcdStore {
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         Box::pin(self.holder_of_name(key))
+    }
+
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.held_by(key, token))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {

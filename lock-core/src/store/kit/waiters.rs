@@ -60,6 +60,15 @@ impl Entry {
         }
     }
 
+    /// A writer stopped waiting: wake one reader, who wakes the next as it
+    /// gets in, unless another writer still waits (the readers stay behind
+    /// it).
+    fn writer_left(&self) {
+        if self.writers_waiting.load(Ordering::SeqCst) == 0 {
+            self.readers.notify_one();
+        }
+    }
+
     fn wake_all(&self) {
         self.writers.notify_waiters();
         self.readers.notify_waiters();
@@ -215,6 +224,7 @@ impl Waiters {
             key: key.into(),
             entry,
             notified,
+            writer: kind == Kind::Writer,
             counted: kind == Kind::Writer,
             observer: kind == Kind::Observer,
             woken: false,
@@ -286,6 +296,9 @@ pub struct Interest {
     key: Box<str>,
     entry: Arc<Entry>,
     notified: Pin<Box<OwnedNotified>>,
+    /// Whether this is a writer's (or a plain waiter's): readers wait
+    /// behind it.
+    writer: bool,
     /// Whether this is a writer still counted as waiting: from its
     /// registration until it is woken (its wakeup may be kept a while
     /// after that, but it is no longer in the queue to be woken) or leaves.
@@ -300,10 +313,72 @@ pub struct Interest {
 impl Interest {
     /// This interest as the [`Wakeup`] of an attempt that found its key
     /// held, passing its wake on if the waiter leaves before its next
-    /// attempt is answered ([`Wakeup::passing_on`]).
+    /// attempt is answered ([`Wakeup::passing_on`]), and, for a writer,
+    /// waking the readers of this process behind it if it stops waiting
+    /// without the lease ([`Wakeup::withdrawing`], [`stand_aside`](Interest::stand_aside)).
     pub fn into_wakeup(self) -> Wakeup {
         let pass_on = self.pass_on();
-        Wakeup::new(self).passing_on(pass_on)
+        let wakeup = match self.writer {
+            true => {
+                let stand_aside = self.stand_aside();
+                Wakeup::new(self).withdrawing(stand_aside)
+            }
+            false => Wakeup::new(self),
+        };
+        wakeup.passing_on(pass_on)
+    }
+
+    /// [`into_wakeup`](Interest::into_wakeup) for a writer whose attempt
+    /// left something in the store that holds new readers off while it
+    /// waits (a claim on their turn): if the writer stops waiting without
+    /// the lease, `withdraw` takes it back, on a task of its own, and then
+    /// the readers of this process behind the writer are woken. Outside a
+    /// tokio runtime `withdraw` is not run (what it would take back ends
+    /// on its own), and the readers are woken at once.
+    ///
+    /// Without it, readers of every process would wait out the claim
+    /// after the writer gave up; and those of this process, whose wake went
+    /// to the writer, would sleep on until their nap ended.
+    pub fn into_wakeup_withdrawing(
+        self,
+        withdraw: impl Future<Output = ()> + Send + 'static,
+    ) -> Wakeup {
+        let pass_on = self.pass_on();
+        let stand_aside = self.stand_aside();
+        let withdrawing = move || match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    withdraw.await;
+                    stand_aside();
+                });
+            }
+            Err(_) => stand_aside(),
+        };
+        Wakeup::new(self)
+            .passing_on(pass_on)
+            .withdrawing(withdrawing)
+    }
+
+    /// What a writer that stops waiting without the lease does, for a
+    /// store that wraps the interest in a signal of its own (see
+    /// [`into_wakeup`](Interest::into_wakeup)), once the interest is
+    /// dropped: unless another writer of this process still waits for the
+    /// key, wake one reader waiting for it, who wakes the next as it gets
+    /// in ([`Waiters::reader_admitted`]). A release wakes a writer first,
+    /// so the readers behind it may have slept through the release the
+    /// writer took and did not use. Does nothing for a reader.
+    pub fn stand_aside(&self) -> impl FnOnce() + Send + 'static {
+        let waiters = Arc::clone(&self.waiters);
+        // Weak, as in `pass_on`: the entry leaves the map with its last
+        // interest, and then nobody is left to wake.
+        let entry = Arc::downgrade(&self.entry);
+        let writer = self.writer;
+        move || {
+            let _locked = waiters.lock();
+            if let Some(entry) = entry.upgrade().filter(|_| writer) {
+                entry.writer_left();
+            }
+        }
     }
 
     /// What wakes the next waiter of this interest's key in its place, for

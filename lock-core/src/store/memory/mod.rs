@@ -268,6 +268,24 @@ impl MemoryStore {
         })
     }
 
+    /// Whether `token` holds a live lease on `key`, as its writer or as one
+    /// of its readers: one look in `key`'s shard.
+    fn held_by_sync(&self, key: &str, token: &str) -> bool {
+        let now = Instant::now();
+        self.table.with_shard(key, |shard, hash| {
+            shard
+                .slots
+                .find(hash, |slot| &*slot.key == key)
+                .is_some_and(|slot| {
+                    slot.live_lease(now)
+                        .is_some_and(|lease| lease.token.is(token))
+                        || slot.readers.as_ref().is_some_and(|readers| {
+                            readers.live(now).any(|lease| lease.token.is(token))
+                        })
+                })
+        })
+    }
+
     /// Every live lease whose key starts with `prefix`, one shard at a time:
     /// each shard is read under its lock, so every lease shown was live at
     /// the moment its shard was read.
@@ -345,6 +363,10 @@ impl LockStore for MemoryStore {
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         let holder = self.holder_sync(key);
         Box::pin(std::future::ready(Ok(holder)))
+    }
+
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(std::future::ready(Ok(self.held_by_sync(key, token))))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<(String, Holder)>>> {

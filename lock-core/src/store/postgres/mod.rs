@@ -6,12 +6,14 @@
 //! `LISTEN` connection that wakes waiters), [`sweep`] (deleting rows their
 //! holders left behind), [`checkout`] (a pooled connection that never goes
 //! back busy), [`names`] (the row name of any lock name), [`read`] (a
-//! reader's acquire, and why readers live in their name's row); this file
-//! is the store and its operations.
+//! reader's acquire, and why readers live in their name's row), [`intent`]
+//! (a waiting writer's intent, taken back when it stops waiting); this
+//! file is the store and its operations.
 
 mod checkout;
 mod config;
 mod connect;
+mod intent;
 mod listen;
 mod names;
 mod read;
@@ -178,10 +180,11 @@ const MAX_PAYLOAD: usize = 7000;
 /// gets in while the mark lasts. Held off by readers, it tries again at
 /// least every second, renewing the mark, and it is woken at once when the
 /// last reader releases (that release `NOTIFY`s); the writer that takes the
-/// name clears the mark. A writer that died or gave up holds readers off
-/// two seconds after its last attempt, no longer. A writer's release wakes
-/// the readers waiting for it. A reader's release leaves the row (empty once
-/// the last reader is gone) to the sweep.
+/// name clears the mark, and one that stops waiting without it takes its
+/// mark back and wakes the readers (`NOTIFY`). A writer that died holds
+/// readers off two seconds after its last attempt, no longer. A writer's
+/// release wakes the readers waiting for it. A reader's release leaves the
+/// row (empty once the last reader is gone) to the sweep.
 ///
 /// # Any name
 ///
@@ -422,9 +425,16 @@ impl LockStore for PostgresStore {
                 });
             }
             let remaining: i64 = row.try_get(2).map_err(read)?;
+            let wakeup = match interest {
+                Some(interest) if !request.read => {
+                    let intent = row.try_get(3).map_err(read)?;
+                    Some(self.writer_wakeup(interest, request.key, intent))
+                }
+                interest => interest.map(Interest::into_wakeup),
+            };
             Ok(Attempt::Held {
                 remaining: Some(Duration::from_micros(remaining.max(0).unsigned_abs())),
-                wakeup: interest.map(Interest::into_wakeup),
+                wakeup,
             })
         })
     }
@@ -478,6 +488,22 @@ impl LockStore for PostgresStore {
             };
             let read = |e: tokio_postgres::Error| Error::store("read the holder of", key, e);
             held(row).map(Some).map_err(read)
+        })
+    }
+
+    /// One `SELECT` of the name's row, by its primary key.
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let stored = names::stored(key);
+            let rows = self
+                .query(
+                    "check the holder of",
+                    key,
+                    &self.shared.statements.held_by,
+                    &[(&&*stored, Type::TEXT), (&token, Type::TEXT)],
+                )
+                .await?;
+            Ok(!rows.is_empty())
         })
     }
 

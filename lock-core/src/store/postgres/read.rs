@@ -15,10 +15,12 @@
 //! reader gets in while that lasts. A waiting writer renews it each time
 //! it tries, and tries at least every
 //! [`WRITER_RETRY_MICROS`](super::sql::WRITER_RETRY_MICROS) while readers
-//! hold it off; it is cleared when a writer takes the name. A writer that
-//! died or gave up holds readers off for
-//! [`WRITER_INTENT`](super::sql::WRITER_INTENT) after its last attempt, no
-//! longer.
+//! hold it off; it is cleared when a writer takes the name, and taken back
+//! ([`withdraw`], see [`intent`](super::intent)) by a writer that stops
+//! waiting without it. A writer that
+//! died holds readers off for [`WRITER_INTENT`](super::sql::WRITER_INTENT)
+//! after its last attempt, no longer.
+
 
 /// A reader's acquire, as one `INSERT ... ON CONFLICT DO UPDATE`; with
 /// `waiting`, a held name is marked as waited for.
@@ -27,9 +29,17 @@
 /// owner is in its token), `$4` ttl in microseconds. The reader gets in
 /// when no writer's lease lasts and no writer's intent does; it joins the
 /// live readers then, and readers whose leases ended are dropped from the
-/// arrays. Otherwise, for a waiting caller, the row is marked as waited
-/// for until just after what holds it off ends (the writer's lease or its
-/// intent), so the release that ends it sends a `NOTIFY`. Returns one row,
+/// arrays. The row it gets in keeps no writer (its token and holder
+/// emptied, its lease ending as the reader gets in), as a row a reader
+/// makes: a writer whose lease ran out has nothing left in it for a late
+/// release or renewal to match. Such a call, whose statement read the
+/// clock before that lease ended and then waited for the row, would
+/// otherwise still find the lease live by its clock, and delete the row
+/// with the readers in it, or renew the writer beside them.
+///
+/// Otherwise, for a waiting caller, the row is marked as waited for until
+/// just after what holds it off ends (the writer's lease or its intent),
+/// so the release that ends it sends a `NOTIFY`. Returns one row,
 /// `(acquired, NULL, remaining microseconds of what holds it off)`, or none
 /// for a held name and a caller that does not wait.
 pub(super) fn acquire(leases: &str, waiting: bool) -> String {
@@ -49,17 +59,30 @@ pub(super) fn acquire(leases: &str, waiting: bool) -> String {
         live("token", "reader_tokens"),
         live("expires_at", "reader_expiries"),
     );
+    // The writer's columns, as the reader takes the row: no writer.
+    let no_writer = |column: &str, value: &str| {
+        format!("{column} = CASE WHEN {open} THEN {value} ELSE t.{column} END")
+    };
     let update = if waiting {
         format!(
             "reader_tokens   = CASE WHEN {open} THEN {tokens} ELSE t.reader_tokens END,
         reader_expiries = CASE WHEN {open} THEN {expiries} ELSE t.reader_expiries END,
+        {token}, {holder}, {acquired_at}, {expires_at},
         waited_until    = CASE WHEN {open} THEN t.waited_until
                                ELSE GREATEST(t.waited_until,
                                              GREATEST(t.expires_at, t.writer_waits_until)
-                                                 + interval '250 milliseconds') END"
+                                                 + interval '250 milliseconds') END",
+            token = no_writer("token", "''"),
+            holder = no_writer("holder", "''"),
+            acquired_at = no_writer("acquired_at", now),
+            expires_at = no_writer("expires_at", now),
         )
     } else {
-        format!("reader_tokens = {tokens}, reader_expiries = {expiries}\n    WHERE {open}")
+        format!(
+            "reader_tokens = {tokens}, reader_expiries = {expiries},
+        token = '', holder = '', acquired_at = {now}, expires_at = {now}
+    WHERE {open}"
+        )
     };
     format!(
         "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
@@ -73,5 +96,24 @@ lease AS (
 SELECT lease.acquired, NULL::bigint, {left}
 FROM lease",
         left = "(extract(epoch FROM lease.blocked_until - clock_timestamp()) * 1000000)::bigint",
+    )
+}
+
+/// A waiting writer that stopped waiting without the name takes back its
+/// intent, as one `UPDATE`: `$1` name, `$2` the intent its last attempt
+/// left (see [`acquire`](super::sql::acquire)), `$3` the notification
+/// channel, `$4` its payload. The intent is cleared only while it is still
+/// that one (no later attempt of any writer moved it on, so no later
+/// intent is cut short); then, when no writer's lease lasts and someone
+/// waits, the readers are told, as a release tells them: they may get in.
+/// Returns a row when the intent was cleared.
+pub(super) fn withdraw(leases: &str) -> String {
+    format!(
+        "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+UPDATE {leases} AS t SET writer_waits_until = NULL
+FROM c
+WHERE t.name = $1 AND t.writer_waits_until = $2
+RETURNING CASE WHEN t.expires_at <= c.now AND t.waited_until > c.now
+               THEN pg_notify($3, $4) IS NULL END"
     )
 }

@@ -24,8 +24,11 @@ pub(super) struct Statements {
     pub(super) release: String,
     pub(super) extend: String,
     pub(super) holder: String,
+    pub(super) held_by: String,
     pub(super) list: String,
     pub(super) sweep: String,
+    /// A waiting writer's intent, taken back.
+    pub(super) withdraw: String,
 }
 
 impl Statements {
@@ -40,8 +43,10 @@ impl Statements {
             release: release(leases, fences),
             extend: extend(leases),
             holder: holder(leases, fences),
+            held_by: held_by(leases),
             list: list(leases, fences),
             sweep: sweep(leases),
+            withdraw: read::withdraw(leases),
         }
     }
 }
@@ -56,8 +61,8 @@ impl Statements {
 /// - `holder`: `host:pid` of the writer, for operators;
 /// - `acquired_at`, `expires_at`: the writer's lease, on the database's
 ///   clock; no writer holds the name once `expires_at` has passed (a row
-///   made by a reader has no writer: `token` is empty and `expires_at` its
-///   creation);
+///   a reader made or took has no writer: `token` and `holder` are empty
+///   and `expires_at` is when the reader got in);
 /// - `waited_until`: someone waits for this name until then, so a release
 ///   before it must `NOTIFY`;
 /// - `reader_tokens`, `reader_expiries`: the readers, one token and one
@@ -120,8 +125,9 @@ SELECT name, fence FROM {fences} LIMIT 0"
 }
 
 /// How long a waiting writer's intent holds new readers off after its
-/// last attempt, unless it acquires or its wait ends first: so a writer
-/// that died (or stopped waiting) holds readers off this long at most.
+/// last attempt, unless it acquires or stops waiting first (it takes its
+/// intent back then): so a writer that died holds readers off this long at
+/// most.
 pub(super) const WRITER_INTENT: &str = "interval '2 seconds'";
 
 /// How long a writer held off by readers sleeps at most before it tries
@@ -150,10 +156,13 @@ pub(super) fn live_readers(t: &str, now: &str) -> String {
 /// Every decision reads the row itself, locked by the upsert, as the last
 /// committed statement left it: a reader that got in a moment before is
 /// seen. Returns one row, `(acquired, fence or NULL, remaining
-/// microseconds)`, or none for a held name and a caller that does not wait
-/// (nothing is written then). Held off by readers, the remaining time is
-/// the last reader's, but at most [`WRITER_RETRY_MICROS`], so the waiter
-/// comes back to renew its intent.
+/// microseconds, intent or NULL)`, or none for a held name and a caller
+/// that does not wait (nothing is written then). Held off by readers, the
+/// remaining time is the last reader's, but at most
+/// [`WRITER_RETRY_MICROS`], so the waiter comes back to renew its intent;
+/// and the intent is the row's `writer_waits_until` as this attempt left
+/// it, for the waiter to take back if it stops waiting
+/// ([`withdraw`](super::read::withdraw)).
 pub(super) fn acquire(leases: &str, fences: &str, fenced: bool, waiting: bool) -> String {
     let now = "EXCLUDED.acquired_at";
     let free = format!("t.expires_at <= {now} AND NOT {}", live_readers("t", now));
@@ -202,13 +211,15 @@ lease AS (
     SELECT $1, $2, $3, c.now, c.now + $4 * interval '1 microsecond' FROM c
     ON CONFLICT (name) DO UPDATE SET
         {update}
-    RETURNING t.token = $2 AS acquired, t.expires_at,
+    RETURNING t.token = $2 AS acquired, t.expires_at, t.writer_waits_until,
               (SELECT max(r.expires_at) FROM unnest(t.reader_expiries) AS r(expires_at)) AS readers_until){fence_cte}
 SELECT lease.acquired,
        {fence},
        CASE WHEN lease.expires_at > c.now OR lease.readers_until IS NULL
             THEN {writer_left}
-            ELSE LEAST({readers_left}, {WRITER_RETRY_MICROS}) END
+            ELSE LEAST({readers_left}, {WRITER_RETRY_MICROS}) END,
+       CASE WHEN NOT lease.acquired AND lease.expires_at <= c.now AND lease.readers_until > c.now
+            THEN lease.writer_waits_until END
 FROM lease, c",
         writer_left = micros_until("lease.expires_at"),
         readers_left = micros_until("lease.readers_until"),
@@ -301,6 +312,20 @@ pub(super) fn holder(leases: &str, fences: &str) -> String {
     format!(
         "{}\nWHERE t.name = $1\nORDER BY 4, 3\nLIMIT 1",
         held(leases, fences)
+    )
+}
+
+/// Whether the token `$2` holds the name `$1`: one row, `(true)`, when it
+/// is the writer's or one reader's, and its lease lasts; none otherwise.
+/// The name's row alone, by its primary key.
+pub(super) fn held_by(leases: &str) -> String {
+    format!(
+        "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
+SELECT true FROM {leases} AS t, c
+WHERE t.name = $1
+  AND ((t.token = $2 AND t.expires_at > c.now)
+       OR EXISTS (SELECT FROM unnest(t.reader_tokens, t.reader_expiries) AS r(token, expires_at)
+                  WHERE r.token = $2 AND r.expires_at > c.now))"
     )
 }
 

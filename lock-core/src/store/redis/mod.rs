@@ -91,6 +91,7 @@ use crate::{Holder, Result};
 /// | acquire, waiting, after that `SET` failed; or fenced | one script: `SET key token NX PX ttl`; if that fails, `PTTL key` and mark the key as waited for; for a fenced lock, the next [fencing token](#fencing-tokens) from its counter and `TIME` |
 /// | release | `GET key == token` then `DEL key` and, if anyone waits, `PUBLISH` on the key's channel |
 /// | extend | `GET key == token` then `PEXPIRE key ttl` |
+/// | a waiting writer giving up, with a claim on the readers' turn (see [Readers](#readers)) | `ZREM` of its claim and, if that frees the readers' turn, `PUBLISH` on the key's channel |
 ///
 /// With [`RedisConfig::replica_acks`], each acquire and extend is followed
 /// by `WAIT` in the same pipeline: still one round trip, whose answer
@@ -129,11 +130,15 @@ use crate::{Holder, Result};
 /// in one script. A writer that waits while readers hold the name claims
 /// their turn in `{...}:writer-waits` (a sorted set of claims, each ending
 /// 2 s after it was made) and renews it on each attempt, which it makes at
-/// least every second meanwhile: new readers wait behind it, and a writer
-/// that stops waiting holds them off 2 s at most. A writer's own claim goes
-/// when it gets the name or releases it; other writers' claims stand. The
-/// last reader to go frees the name and wakes the waiters as a release
-/// does.
+/// least every second meanwhile: new readers wait behind it. A writer's own
+/// claim goes when it gets the name or releases it, and when it stops
+/// waiting without the name (its wait ran out, or its acquire failed or
+/// was dropped): it takes the claim back, wakes the readers of its process
+/// it stood in front of, and, with no other claim left, announces it on
+/// the name's channel, as a release, to the readers elsewhere. A writer
+/// whose process died holds readers off 2 s at most. Other writers'
+/// claims stand. The last reader to go frees the name and wakes the
+/// waiters as a release does.
 ///
 /// # Fencing tokens
 ///
@@ -448,6 +453,14 @@ impl LockStore for RedisStore {
 
     fn holder<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
         Box::pin(self.shared.holder(key))
+    }
+
+    /// The holder script: the name's lease key and its readers, no `SCAN`.
+    fn is_held_by<'a>(&'a self, key: &'a str, token: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let holders = self.shared.holders(key).await?;
+            Ok(holders.iter().any(|holder| holder.token() == token))
+        })
     }
 
     /// `SCAN` in batches (on every primary of a cluster), then one holder

@@ -2,6 +2,7 @@
 //! and what its reply means. [`RedisStore`](super::RedisStore)'s docs
 //! describe them for its users; [`calls`](super::calls) sends them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::Cmd;
@@ -12,7 +13,7 @@ use super::connect;
 use super::keys::{KeyArg, lease_key, millis};
 use super::scripts::evalsha;
 use super::shared::Shared;
-use crate::store::kit::{Deadline, Interest, check_key};
+use crate::store::kit::{Deadline, check_key};
 use crate::store::{AcquireRequest, Attempt, BoxFuture};
 use crate::{Error, Holder, Result};
 
@@ -24,7 +25,7 @@ impl Shared {
     /// [`LockStore::acquire`](crate::LockStore::acquire): the plain
     /// `SET NX PX`, then, for a caller that waits and found the lease held,
     /// the acquire script; a fenced acquire goes straight to the script.
-    pub(super) async fn acquire(&self, request: AcquireRequest<'_>) -> Result<Attempt> {
+    pub(super) async fn acquire(self: &Arc<Self>, request: AcquireRequest<'_>) -> Result<Attempt> {
         check_key(request.key)?;
         // A failed or dropped acquire may still have set the lease on
         // the server; the runtime gives it back (see the store contract).
@@ -208,7 +209,7 @@ impl Shared {
     /// sends it, and each key costs the server on every call); the
     /// writer's takes them all, and the fencing flag.
     async fn acquire_scripted(
-        &self,
+        self: &Arc<Self>,
         request: AcquireRequest<'_>,
         deadline: Deadline,
     ) -> Result<Attempt> {
@@ -250,9 +251,21 @@ impl Shared {
         // that fails.
         self.replicated(acquired == 1, acked)?;
         if acquired != 1 {
+            // 2: a writer with a claim on the readers' turn standing, which
+            // it takes back if it stops waiting.
+            let wakeup = interest.map(|interest| match acquired {
+                2 => {
+                    let (shared, key, token) =
+                        (Arc::clone(self), key.to_owned(), request.token.to_owned());
+                    interest.into_wakeup_withdrawing(async move {
+                        shared.withdraw(&key, &token).await;
+                    })
+                }
+                _ => interest.into_wakeup(),
+            });
             return Ok(Attempt::Held {
                 remaining: Some(Duration::from_millis(detail.max(0).unsigned_abs())),
-                wakeup: interest.map(Interest::into_wakeup),
+                wakeup,
             });
         }
         // Readers waiting here pass the wake on (see `reader_admitted`).
@@ -265,6 +278,29 @@ impl Shared {
         Ok(Attempt::Acquired {
             fence: request.fenced.then_some(detail.max(0).unsigned_abs()),
         })
+    }
+}
+
+impl Shared {
+    /// Takes back the claim on the readers' turn of the writer waiting for
+    /// `key` under `token`, which stopped waiting without the lease (see
+    /// withdraw.lua). A claim that cannot be taken back now ends on its
+    /// own, 2 s after the writer's last attempt.
+    async fn withdraw(&self, key: &str, token: &str) {
+        let script = &self.scripts.withdraw;
+        let keys = [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::writer_waits(key),
+        ];
+        let withdrawn: Result<i64> = self
+            .on_lease("withdraw the claim of", key, script, &keys, |call| {
+                call.arg(token);
+            })
+            .await;
+        if let Err(error) = withdrawn {
+            tracing::debug!(%error, "a waiting writer's claim is left to run out");
+        }
     }
 }
 

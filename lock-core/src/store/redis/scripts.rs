@@ -24,6 +24,7 @@ pub(super) struct Scripts {
     pub(super) extend: Script,
     pub(super) force_release: Script,
     pub(super) holder: Script,
+    pub(super) withdraw: Script,
 }
 
 impl Scripts {
@@ -48,11 +49,12 @@ impl Scripts {
             extend: Script::new(include_str!("lua/extend.lua")),
             force_release: announcing(include_str!("lua/force_release.lua")),
             holder: Script::new(include_str!("lua/holder.lua")),
+            withdraw: announcing(include_str!("lua/withdraw.lua")),
         }
     }
 
     /// Every script, to load them all when the store connects.
-    pub(super) fn all(&self) -> [&Script; 6] {
+    pub(super) fn all(&self) -> [&Script; 7] {
         [
             &self.acquire,
             &self.read_acquire,
@@ -60,6 +62,7 @@ impl Scripts {
             &self.extend,
             &self.force_release,
             &self.holder,
+            &self.withdraw,
         ]
     }
 }
@@ -133,8 +136,10 @@ mod tests {
             plain.force_release.get_hash(),
             other.force_release.get_hash()
         );
-        // The acquire announces a fenced name's new holder.
+        // The acquire announces a fenced name's new holder; a writer's
+        // withdrawal, that readers may get in.
         assert_ne!(plain.acquire.get_hash(), other.acquire.get_hash());
+        assert_ne!(plain.withdraw.get_hash(), other.withdraw.get_hash());
         // The others do not depend on them.
         assert_eq!(plain.extend.get_hash(), other.extend.get_hash());
         assert_eq!(plain.holder.get_hash(), other.holder.get_hash());

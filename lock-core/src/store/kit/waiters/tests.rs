@@ -271,3 +271,76 @@ async fn an_observer_that_leaves_unwoken_passes_no_wake_on() {
         "the waiter still waits"
     );
 }
+
+#[tokio::test]
+async fn a_writer_that_stops_waiting_wakes_the_readers_it_stood_in_front_of() {
+    // The release woke the writer, not the reader behind it; the writer
+    // then found readers of another process in, and gave up. Nothing
+    // holds the reader off now, and nobody else will wake it: without the
+    // writer's leaving wake it sleeps until its nap ends.
+    let waiters = Arc::new(Waiters::default());
+    let mut reader = Box::pin(waiters.register_reader("k"));
+    let mut writer = waiters.register("k").into_wakeup();
+    waiters.released("k");
+    assert!(writer.woken_now().is_some(), "the release woke the writer");
+    assert!(!is_woken(&mut reader), "and not the reader");
+    drop(writer);
+    assert!(
+        is_woken(&mut reader),
+        "the writer left without the lease: the reader is woken"
+    );
+}
+
+#[tokio::test]
+async fn a_writer_that_goes_on_or_leaves_behind_another_writer_wakes_no_reader() {
+    // A writer whose next attempt was answered still waits (or holds the
+    // name): the readers stay behind it. One that leaves while another
+    // writer of the process waits leaves the readers behind that one.
+    let waiters = Arc::new(Waiters::default());
+    let mut reader = Box::pin(waiters.register_reader("k"));
+    let mut answered = waiters.register("k").into_wakeup();
+    answered.answered();
+    drop(answered);
+    assert!(!is_woken(&mut reader), "a writer that went on wakes nobody");
+    let other = waiters.register("k");
+    drop(waiters.register("k").into_wakeup());
+    assert!(
+        !is_woken(&mut reader),
+        "another writer waits: the reader stays behind it"
+    );
+    drop(other);
+    // That plain registration left without a wakeup of its own, as a
+    // reader's does: no leaving wake.
+    assert!(!is_woken(&mut reader));
+    drop(waiters.register_reader("k").into_wakeup());
+    assert!(
+        !is_woken(&mut reader),
+        "a reader that leaves holds nobody off"
+    );
+}
+
+#[tokio::test]
+async fn a_writer_that_stops_waiting_takes_its_claim_back_before_waking_the_readers() {
+    // Woken first, a reader would meet the claim, and nap until it ends.
+    let waiters = Arc::new(Waiters::default());
+    let mut reader = Box::pin(waiters.register_reader("k"));
+    let (taking, taken) = tokio::sync::oneshot::channel::<()>();
+    let (go, gate) = tokio::sync::oneshot::channel::<()>();
+    let writer = waiters.register("k").into_wakeup_withdrawing(async move {
+        let _ = taking.send(());
+        let _ = gate.await;
+    });
+    drop(writer);
+    tokio::time::timeout(Duration::from_secs(10), taken)
+        .await
+        .expect("the claim is taken back once the writer leaves")
+        .expect("the withdrawal ran");
+    assert!(
+        !is_woken(&mut reader),
+        "the reader is not woken while the claim is still there"
+    );
+    go.send(()).expect("the withdrawal waits");
+    tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the claim taken back, the reader is woken");
+}

@@ -7,7 +7,10 @@
 --       election's candidate (announced to observers).
 -- PUBLISH and CHANNEL come from the store's prologue, as in release.lua.
 -- Returns {1, fence} when acquired (fence 0 when not asked for),
---         {0, remaining ms} when held.
+--         {0, remaining ms} when held,
+--         {2, remaining ms} when held and the caller, a waiting writer,
+--         has a claim standing (this attempt's or an earlier one's): it
+--         takes it back if it stops waiting (withdraw.lua).
 
 -- Replicate what this script does, not the script: it reads TIME and then
 -- writes, which Redis 5 and 6 allow only in this mode (7 knows no other).
@@ -86,9 +89,10 @@ if ARGV[3] == '1' then
   end
   -- A writer waits for readers: new readers wait behind it (see
   -- read_acquire.lua), so a stream of overlapping readers cannot starve it.
-  -- The claim lasts WRITER_WAITS_MS, so a writer that stops waiting holds
-  -- readers off no longer than that; the writer renews it by trying again
-  -- within half that time.
+  -- A writer that stops waiting takes its claim back (withdraw.lua); the
+  -- claim lasts WRITER_WAITS_MS, so a writer that died holds readers off
+  -- no longer than that. The writer renews it by trying again within half
+  -- that time.
   if redis.call('GET', KEYS[1]) == '#readers' then
     local time = redis.call('TIME')
     local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -96,6 +100,9 @@ if ARGV[3] == '1' then
     redis.call('ZADD', KEYS[4], now + WRITER_WAITS_MS, ARGV[1])
     redis.call('PEXPIRE', KEYS[4], WRITER_WAITS_MS)
     remaining = math.min(remaining, WRITER_WAITS_MS / 2)
+  end
+  if redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+    return {2, remaining}
   end
 end
 return {0, remaining}
