@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::report::Injected;
 use super::run::{Run, Slot, spawn_worker, wait_ready};
 use super::schedule::Planned;
-use super::worker::lock_names;
+use super::worker::{late_name, lock_names};
 use super::{FaultKind, LATE_BY, StoreKind, TTL};
 
 /// How long a fault that is not required waits for its target (a worker,
@@ -126,11 +126,6 @@ impl Stopped {
     fn stop(pid: u32) -> Result<Stopped, String> {
         crate::server::signal(pid, "-STOP").map_err(|e| e.to_string())?;
         Ok(Stopped(Some(pid)))
-    }
-
-    /// A process that stopped itself, to be continued.
-    fn already(pid: u32) -> Stopped {
-        Stopped(Some(pid))
     }
 
     fn resume(mut self) -> Result<(), String> {
@@ -358,13 +353,6 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
         .parse()
         .map_err(|_| format!("{worker} said {line:?}"))?;
     let memory = run.options.store == StoreKind::Memory;
-    let stopped = if memory {
-        None
-    } else {
-        let pid = slot.child.as_ref().map(Child::id).ok_or("no worker")?;
-        wait_stopped(pid).await?;
-        Some(Stopped::already(pid))
-    };
     run.log(&format!(
         "pause-write of {target} before its write of {name}"
     ));
@@ -384,16 +372,17 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
     };
     tell(&insist);
     let claimed = format!(
-        "SELECT EXISTS (SELECT 1 FROM \"{}\".intervals WHERE name = $1 AND mode = 'fenced'
-                          AND worker <> $2 AND fence > $3 AND claim_version IS NOT NULL)",
-        run.schema.0
+        "SELECT EXISTS (SELECT 1 FROM \"{s}\".intervals WHERE name = $1 AND mode = 'fenced'
+                          AND worker <> $2 AND fence > $3 AND claim_version IS NOT NULL
+                          AND started > (SELECT started FROM \"{s}\".faults WHERE id = $4))",
+        s = run.schema.0
     );
     let mut overtaken = false;
     while frozen_at.elapsed() < TTL * 4 {
         if frozen_at.elapsed() > TTL + Duration::from_millis(500) {
             overtaken = run
                 .admin
-                .query_one(&claimed, &[&name, &target, &fence])
+                .query_one(&claimed, &[&name, &target, &fence, &id])
                 .await
                 .is_ok_and(|row| row.get(0));
             if overtaken {
@@ -403,10 +392,7 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let held = frozen_at.elapsed();
-    match stopped {
-        Some(stopped) => stopped.resume()?,
-        None => slot.input.say("resume")?,
-    }
+    slot.input.say("resume")?;
     let detail = format!(
         "frozen before its write of {name} (fence {fence}) for {:.1} s, {}",
         held.as_secs_f64(),
@@ -418,7 +404,7 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
     );
     fault_ended(run, id, &detail).await?;
     tokio::time::sleep(TTL).await;
-    tell("insist off");
+    tell(&format!("insist off fenced {name}"));
     Ok(Injected {
         kind: FaultKind::PauseWrite,
         target: target.to_owned(),
@@ -427,40 +413,64 @@ async fn pause_write(run: &Run, slot: &mut Slot) -> Result<Injected, String> {
 }
 
 /// Every reply from the store to the slot's worker arrives [`LATE_BY`]
-/// late, for two TTLs, its requests going through: an acquire it sends is
-/// granted at once and answered after the lease has ended. The worker is
-/// asked to take one plain lock again and again (a plain acquire, the path
-/// with no watcher behind it); whenever the store shows that lock granted
-/// to it, the harness itself takes the lock as soon as the lease ends and
-/// holds it a while, recording its section as the `rival`'s: the next
-/// holder the late answer must not run alongside. The run fails if the
-/// worker runs its section on that answer.
+/// late, for two TTLs at least, its requests going through: an acquire it
+/// sends is granted at once and answered after the lease has ended. The
+/// worker is asked to take one plain lock again and again (a plain
+/// acquire, the path with no watcher behind it), of a name no other worker
+/// takes, so that it is granted at once; whenever the store shows that
+/// lock granted to it, the harness itself takes the lock as soon as the
+/// lease ends and holds it a while, recording its section as the
+/// `rival`'s: the next holder the late answer must not run alongside. The
+/// run fails if the worker runs its section on that answer.
 async fn late(run: &Run, slot: &Slot) -> Result<String, String> {
-    let name = format!("n{}", rand::random::<u64>() % run.options.names as u64);
+    // A name nobody else takes: the worker's acquire is granted at once.
+    let name = late_name(run.options.names);
     let lock_name = format!("plain:{name}");
     let owner = format!(
         ":{}",
         slot.child.as_ref().map(Child::id).ok_or("no worker")?
     );
+    let look = run.look.as_ref().ok_or("no look at the store")?;
+    let held_by_it = || async {
+        look.lock(lock_name.as_str(), TTL)
+            .holder()
+            .await
+            .ok()
+            .flatten()
+            .filter(|holder| holder.owner().ends_with(&owner))
+            .map(|holder| holder.token().to_owned())
+    };
     slot.input.say(&format!("insist plain {name}"))?;
+    // First the worker's call in hand ends, and its calls on the name
+    // begin, answered at once: seen as it holds the name.
+    let started = Instant::now();
+    let mut seen = None;
+    while seen.is_none() && started.elapsed() < TTL * 5 {
+        seen = held_by_it().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if seen.is_none() {
+        let _ = slot.input.say(&format!("insist off plain {name}"));
+        return Ok(format!(
+            "the worker never took {lock_name} in {:?}: no reply held back",
+            TTL * 5
+        ));
+    }
+    // Then its answers come late: its next acquire of the name is granted
+    // at once, and answered after its lease has ended. (Two TTLs at least;
+    // once a grant is seen, until its answer has arrived; 5 TTLs at most.)
     for proxy in &slot.proxies {
         proxy.set_latency(LATE_BY);
     }
-    let look = run.look.as_ref().ok_or("no look at the store")?;
-    // Two TTLs at least; once the lock has been granted to the worker,
-    // until that answer has arrived; at most 5 TTLs (the call in hand may
-    // be a long one, which must end first).
-    let started = Instant::now();
+    let late_from = Instant::now();
     let mut answered_by = None;
     let mut rivals = tokio::task::JoinSet::new();
     let mut granted = 0;
-    let mut seen = None;
-    while started.elapsed() < TTL * 5
-        && (started.elapsed() < TTL * 2 || answered_by.is_none_or(|by| Instant::now() < by))
+    while late_from.elapsed() < TTL * 5
+        && (late_from.elapsed() < TTL * 2 || answered_by.is_none_or(|by| Instant::now() < by))
     {
-        if let Ok(Some(holder)) = look.lock(lock_name.as_str(), TTL).holder().await {
-            let token = holder.token().to_owned();
-            if holder.owner().ends_with(&owner) && seen.as_ref() != Some(&token) {
+        if let Some(token) = held_by_it().await {
+            if seen.as_ref() != Some(&token) {
                 granted += 1;
                 seen = Some(token);
                 answered_by = Some(Instant::now() + LATE_BY + Duration::from_secs(1));
@@ -474,11 +484,11 @@ async fn late(run: &Run, slot: &Slot) -> Result<String, String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let lasted = started.elapsed();
+    let lasted = late_from.elapsed();
     for proxy in &slot.proxies {
         proxy.set_latency(Duration::ZERO);
     }
-    let _ = slot.input.say("insist off");
+    let _ = slot.input.say(&format!("insist off plain {name}"));
     let mut held = 0;
     while let Some(done) = rivals.join_next().await {
         if let Ok(Ok(true)) = done {
@@ -486,7 +496,7 @@ async fn late(run: &Run, slot: &Slot) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "every reply from the store arriving {LATE_BY:?} late for {:.1} s; {lock_name} granted to it {granted} times, then held by the harness {held} times",
+        "every reply from the store arriving {LATE_BY:?} late for {:.1} s; {lock_name} granted to it {granted} times meanwhile, then held by the harness {held} times",
         lasted.as_secs_f64()
     ))
 }
@@ -520,25 +530,4 @@ async fn rival(
         .map_err(|e| format!("the rival's section: {e}"))?;
     let _ = guard.release().await;
     Ok(true)
-}
-
-/// Waits (up to 2 s) until the process `pid` is stopped.
-async fn wait_stopped(pid: u32) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // `pid (comm) state ...`: the state follows the last parenthesis.
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next());
-        if state == Some("T") {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "worker {pid} said it froze but is not stopped ({state:?})"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

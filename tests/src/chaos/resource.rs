@@ -39,8 +39,9 @@ impl Schema {
         format!("\"{}\".{table}", self.0)
     }
 
-    /// Creates the schema, its tables, and a row per name (`n0`, `n1`...)
-    /// in the resource and the counter.
+    /// Creates the schema, its tables, and a row per name (`n0`, `n1`...,
+    /// and one more, `n<names>`, that only the late fault takes) in the
+    /// resource and the counter.
     pub async fn create(&self, client: &Client, names: usize) -> Result<(), String> {
         let s = &self.0;
         let ddl = format!(
@@ -64,7 +65,9 @@ impl Schema {
                  detail text, names text[]);
              INSERT INTO \"{s}\".resource (name) SELECT 'n' || i FROM generate_series(0, {last}) i;
              INSERT INTO \"{s}\".counter (name) SELECT 'n' || i FROM generate_series(0, {last}) i;",
-            last = names.saturating_sub(1)
+            // One more than the workers pick from: the late fault's own
+            // name (see `faults::late`).
+            last = names
         );
         client
             .batch_execute(&ddl)

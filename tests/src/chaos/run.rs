@@ -168,11 +168,12 @@ pub struct Run {
 }
 
 impl Run {
-    /// Says `line` to every worker but the one in slot `except`, as far as
-    /// each can be told (one being replaced cannot).
+    /// Says `line` to every worker but the one in slot `except` and those
+    /// under a fault of their own (whose calls that fault steers), as far
+    /// as each can be told (one being replaced cannot).
     pub fn tell_others(&self, except: usize, line: &str) {
         for (index, input) in self.inputs.iter().enumerate() {
-            if index != except {
+            if index != except && self.slots[index].try_lock().is_ok() {
                 let _ = input.say(line);
             }
         }

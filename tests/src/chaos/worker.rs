@@ -25,13 +25,14 @@
 //!
 //! Lines on standard input: `take <fenced|plain> <name> [long]` makes the
 //! next call one on that lock (short, unless `long`); `insist <fenced|plain>
-//! <name> [long]` makes every call one, until `insist off`. `pause-write` asks for a freeze before the
+//! <name> [long]` makes every call one, until `insist off <fenced|plain>
+//! <name>` (or another `insist`). `pause-write` asks for a freeze before the
 //! next fenced write: the next call is fenced, and once its work is done,
 //! with the lease's checks behind it, it records the fault, says `frozen`
-//! and stops this process (`SIGSTOP`; on the memory store, whose workers
-//! are tasks of one process, it blocks its own task until `resume`). When
-//! it is continued, the write goes out at once, in the same poll: a
-//! holder that woke from a pause with its write already on the way.
+//! and blocks its own task (its thread, with the lease's watcher) until
+//! `resume`. When it is continued, the write goes out at once, in the same
+//! poll: a holder that woke from a pause with its write already on the
+//! way.
 //! Closing standard input stops the worker: each call in hand cuts its
 //! work short, writes and releases as usual, and no new call starts.
 
@@ -167,7 +168,7 @@ struct Shared {
     /// The lock the next call must take (`take fenced n2`).
     take: Mutex<Option<Asked>>,
     /// The lock every call takes until told otherwise (`insist plain n2`,
-    /// `insist off`).
+    /// `insist off plain n2`).
     insist: Mutex<Option<Asked>>,
     /// Where a frozen task of the memory store waits for `resume`.
     resume: Resume,
@@ -304,7 +305,16 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
                 ["take", mode, name, ref rest @ ..] => {
                     *lock(&commands.take) = Some(Asked::new(mode, name, rest));
                 }
-                ["insist", "off"] => *lock(&commands.insist) = None,
+                // Only the insistence it names: another fault may have
+                // asked for another since.
+                ["insist", "off", mode, name] => {
+                    let mut insist = lock(&commands.insist);
+                    if insist.as_ref().is_some_and(|asked| {
+                        asked.fenced == (mode == "fenced") && asked.name == name
+                    }) {
+                        *insist = None;
+                    }
+                }
                 ["insist", mode, name, ref rest @ ..] => {
                     *lock(&commands.insist) = Some(Asked::new(mode, name, rest));
                 }
@@ -344,11 +354,20 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
     Ok(format!("done left={left} held={}", held.join(",")))
 }
 
-/// Every lock name the workers take, without the prefix.
+/// Every lock name the workers take, without the prefix: those of the
+/// `names` they pick from, and those of the name only the late fault has
+/// one take ([`late_name`]).
 pub fn lock_names(names: usize) -> Vec<String> {
-    (0..names)
+    (0..=names)
         .flat_map(|i| [format!("fenced:n{i}"), format!("plain:n{i}")])
         .collect()
+}
+
+/// The name no worker picks by itself: the late fault has its worker take
+/// it, so that the worker's acquire is granted at once (see
+/// `faults::late`).
+pub fn late_name(names: usize) -> String {
+    format!("n{names}")
 }
 
 /// The `done` line's report: the memory store's leases left in the
@@ -634,10 +653,12 @@ impl Call<'_> {
         }
     }
 
-    /// Records a fault on this worker, says `frozen`, and stops until the
-    /// harness continues it: the whole process with `SIGSTOP`, or on the
-    /// memory store this task's thread, blocked (with the lease's watcher,
-    /// which runs in the same task).
+    /// Records a fault on this worker, says `frozen`, and blocks this
+    /// task's thread until the harness says `resume`: the section, and the
+    /// lease's watcher, which runs in the same task, stop mid-poll, as a
+    /// thread stalled by a pause does, while the rest of the process runs
+    /// on. (A whole process stopped by its own `SIGSTOP` can still send the
+    /// write before the stop takes hold.)
     async fn freeze(&self, fence: i64) -> Result<(), SectionError> {
         let (client, prepared) = (&self.db.client, &self.db.prepared);
         let row = client
@@ -649,21 +670,9 @@ impl Call<'_> {
             .map_err(|e| SectionError::Resource(format!("recording the freeze: {e}")))?;
         let id: i64 = row.get(0);
         say(&format!("frozen {id} {} {} {fence}", self.label, self.name));
-        if self.shared.config.kind == StoreKind::Memory {
-            // Far past any wait of the harness's; a lost `resume` must
-            // not hang the run.
-            tokio::task::block_in_place(|| self.shared.resume.wait(Duration::from_secs(120)));
-        } else {
-            let me = std::process::id().to_string();
-            let stopped = std::process::Command::new("kill")
-                .args(["-STOP", &me])
-                .status();
-            if !stopped.is_ok_and(|status| status.success()) {
-                return Err(SectionError::Resource(
-                    "could not stop this process".to_owned(),
-                ));
-            }
-        }
+        // Far past any wait of the harness's: a lost `resume` must not hang
+        // the run.
+        tokio::task::block_in_place(|| self.shared.resume.wait(Duration::from_secs(120)));
         Ok(())
     }
 
