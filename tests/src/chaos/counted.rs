@@ -8,15 +8,41 @@
 //! its lease overlaps the next holder's), not by this number. What this
 //! number catches is a renewal that never happens.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::store::{AcquireRequest, Attempt, BoxFuture, Wakeup};
 use lock_core::{Holder, LockStore, Result};
 
+tokio::task_local! {
+    /// The acquire attempts the call being counted has sent the store.
+    static ATTEMPTS: Cell<u32>;
+}
+
+/// Runs `call`, counting the acquire attempts it sends through a
+/// [`Counted`] store (in its own task: the work it spawns is not counted);
+/// returns its output and the count. A waiter wakes on a release, on its
+/// holder's expiry or at its deadline: a count far above those is a waiter
+/// that polls.
+pub async fn counting_attempts<F: Future>(call: F) -> (F::Output, u32) {
+    ATTEMPTS
+        .scope(Cell::new(0), async {
+            let output = call.await;
+            (output, ATTEMPTS.with(Cell::get))
+        })
+        .await
+}
+
+fn attempted() {
+    let _ = ATTEMPTS.try_with(|attempts| attempts.set(attempts.get().saturating_add(1)));
+}
+
 /// A store forwarding every call to another, counting accepted extends by
-/// owner token. Clones share the counts.
+/// owner token, and acquire attempts by call ([`counting_attempts`]).
+/// Clones share the counts.
 #[derive(Clone)]
 pub struct Counted {
     inner: Arc<dyn LockStore>,
@@ -44,6 +70,7 @@ impl Counted {
 
 impl LockStore for Counted {
     fn acquire<'a>(&'a self, request: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+        attempted();
         self.inner.acquire(request)
     }
 
@@ -116,7 +143,11 @@ impl LockStore for Counted {
     }
 
     fn acquire_now(&self, request: AcquireRequest<'_>) -> Option<Result<Attempt>> {
-        self.inner.acquire_now(request)
+        let answered = self.inner.acquire_now(request);
+        if answered.is_some() {
+            attempted();
+        }
+        answered
     }
 
     fn observe(&self, key: &str) -> Option<Wakeup> {

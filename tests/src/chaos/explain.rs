@@ -18,7 +18,11 @@
 
 use tokio_postgres::Client;
 
-use super::{FaultKind, StoreKind, TTL};
+use super::{FaultKind, StoreKind, TTL, WAKE_SLACK};
+
+/// How soon after the lock is free a cause must begin to keep it from
+/// being heard free: within the slack a waiter has anyway.
+const WAKE_REACH: f64 = WAKE_SLACK.as_secs_f64();
 
 /// One recorded fault.
 #[derive(Clone, Debug)]
@@ -45,17 +49,42 @@ impl Fault {
             .is_none_or(|names| names.iter().any(|name| name == lock))
     }
 
-    /// Whether it hits `worker` (a record's label): its own target, the
-    /// same slot in another life (`w3#0`, `w3#1`), any task of a memory
-    /// store's process, or the store.
+    /// Whether it hits `worker` (a record's label, or a [`worker_key`]):
+    /// the store, a whole process (`w3#0`: every task of slot 3, in any
+    /// life; `w`: the memory store's one process), or one task (`w3#0.1`,
+    /// or a memory store's `w.1`).
     pub fn hits(&self, worker: &str) -> bool {
-        self.target == "store" || self.target == "w" || slot_of(&self.target) == slot_of(worker)
+        if self.target == "store" {
+            return true;
+        }
+        let (slot, task) = parts(&self.target);
+        let (its_slot, its_task) = parts(worker);
+        slot == its_slot && (task.is_none() || task == its_task)
     }
 }
 
-/// The slot of a worker label: `w3` of `w3#1`.
-pub fn slot_of(label: &str) -> &str {
-    label.split('#').next().unwrap_or(label)
+/// A label's slot and task: `w3#1.0` is slot `w3`, task `0` (of its second
+/// life); `w3#1` is the whole of slot `w3`; a memory store's `w.2` is task
+/// `2` of its one process `w`.
+fn parts(label: &str) -> (&str, Option<&str>) {
+    let (slot, rest) = match label.split_once('#') {
+        Some((slot, rest)) => (slot, rest),
+        None => match label.split_once('.') {
+            Some((slot, task)) => return (slot, Some(task)),
+            None => return (label, None),
+        },
+    };
+    (slot, rest.split_once('.').map(|(_, task)| task))
+}
+
+/// A worker as its progress is counted, whatever life it is in: `w3.1` for
+/// `w3#0.1` and `w3#2.1`, `w3` for `w3#2`, `w.1` for the memory store's
+/// `w.1`.
+pub fn worker_key(label: &str) -> String {
+    match parts(label) {
+        (slot, Some(task)) => format!("{slot}.{task}"),
+        (slot, None) => slot.to_owned(),
+    }
 }
 
 /// One section of an overlapping pair.
@@ -67,7 +96,21 @@ pub struct Side<'a> {
     pub requested: f64,
     /// When the section began.
     pub started: f64,
+    /// When it ended (a killed worker's: at the kill).
+    pub ended: f64,
 }
+
+/// How long after a fault that took a holder's lease the holder may go on:
+/// its next renewal (every third of the TTL) finds the lease gone, or, if
+/// it was frozen, it looks at its lease's clock as it wakes; a second on
+/// top for the round trip and the scheduler. A holder that goes on longer
+/// ignored the loss, and its overlap is not the fault's.
+pub const NOTICE: f64 = TTL.as_secs_f64() / 3.0 + 1.0;
+
+/// How long after a fault ends a waiter may still be deaf to a release: a
+/// subscription cut by it is made again after a backoff (a second at
+/// most), and a release it held back is retried.
+pub const GRACE: f64 = 2.0;
 
 /// The faults of a run.
 #[derive(Clone, Debug, Default)]
@@ -118,17 +161,38 @@ impl Faults {
             .filter(|fault| store.loses_leases_to(fault.kind))
             .filter(|fault| {
                 [(a, b), (b, a)].into_iter().any(|(lost, other)| {
-                    let frozen_holder = !fault.kind.freezes() || fault.target == lost.worker;
+                    let frozen_holder = !fault.kind.freezes() || fault.hits(lost.worker);
                     let touched = fault.kind.freezes() || fault.touches(lock);
                     frozen_holder
                         && touched
                         && lost.requested < fault.ended
+                        && lost.ended <= fault.ended + self.notice(lost, fault.started)
                         && other.started >= fault.started
                         && other.started <= fault.ended + lease
                 })
             })
             .map(|fault| fault.kind)
             .min()
+    }
+
+    /// How long after a fault took `lost`'s lease its holder may go on:
+    /// until its next renewal ([`NOTICE`]), or, when its own traffic to the
+    /// store was held back or cut since `from` (its renewals could not
+    /// answer in time), until its lease's local deadline, a TTL after the
+    /// last renewal that did.
+    fn notice(&self, lost: Side<'_>, from: f64) -> f64 {
+        let impaired = self.0.iter().any(|fault| {
+            (fault.kind.network() || fault.kind.freezes())
+                && fault.target != "store"
+                && fault.hits(lost.worker)
+                && fault.started <= lost.ended
+                && fault.ended >= from
+        });
+        if impaired {
+            TTL.as_secs_f64() + 1.0
+        } else {
+            NOTICE
+        }
     }
 
     /// The faults active within `margin` seconds of `at`, as `kind target`.
@@ -155,21 +219,56 @@ impl Faults {
             .any(|fault| fault.kind.store_wide() && fault.started <= to && fault.ended >= from)
     }
 
-    /// Whether a release by `holder` may have gone unheard by `waiter`, or
-    /// not happened, for a reason other than a lost wakeup, between `from`
-    /// and `to`: any fault but a clock jump on either of them (a release
-    /// that failed on a cut or held connection and is retried; a
-    /// subscription cut and reconnecting with backoff; a wakeup held back
-    /// by a delay; a holder killed between its section and its release), a
-    /// freeze of anyone (a worker frozen between its acquire and its
-    /// section holds the lock with no section open), or a store-wide fault.
-    pub fn excuses_wait(&self, holder: &str, waiter: &str, from: f64, to: f64) -> bool {
-        self.0.iter().any(|fault| {
-            let relevant = fault.kind.store_wide()
-                || fault.kind.freezes()
-                || (fault.kind != FaultKind::Clock && (fault.hits(holder) || fault.hits(waiter)));
-            relevant && fault.started <= to && fault.ended >= from
-        })
+    /// When the lock released at `released` and next taken at `next` was
+    /// truly free for `waiter`: the release, or the end (plus [`GRACE`]) of
+    /// the last fault that could have kept it from being heard or the lock
+    /// from being free meanwhile, whichever is later. Such a fault is any
+    /// fault but a clock jump on the releasing or the waiting worker (a
+    /// release retried over a cut connection, a subscription reconnecting
+    /// with backoff, a wakeup held back by a delay), a freeze of anyone (a
+    /// worker frozen between its acquire and its section holds the lock
+    /// with no section open), a kill of anyone (a killed worker's lease
+    /// lasts its TTL), a store-wide fault, or a third worker's call on the
+    /// lock that failed (`failed`, as its start and end: a lease granted to
+    /// it whose answer came late or never holds the lock until the call
+    /// gives it back). Each excuses only until it is over.
+    pub fn free_from(
+        &self,
+        (holder, waiter): (&str, &str),
+        (released, next): (f64, f64),
+        failed: &[(f64, f64)],
+    ) -> f64 {
+        let lease = TTL.as_secs_f64();
+        let mut ends: Vec<(f64, f64)> = self
+            .0
+            .iter()
+            .filter(|fault| {
+                fault.kind.store_wide()
+                    || fault.kind.freezes()
+                    || fault.kind == FaultKind::Kill
+                    || (fault.kind != FaultKind::Clock
+                        && (fault.hits(holder) || fault.hits(waiter)))
+            })
+            .map(|fault| {
+                let end = if fault.kind == FaultKind::Kill {
+                    fault.started + lease
+                } else {
+                    fault.ended
+                };
+                (fault.started, end + GRACE)
+            })
+            .chain(failed.iter().map(|(from, to)| (*from, to + GRACE)))
+            .collect();
+        ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut free = released;
+        for (started, over) in ends {
+            // A cause begun before the lock could be heard free, and not
+            // over by then, pushes that moment to its end.
+            if started <= free.max(released) + WAKE_REACH && over > free && started < next {
+                free = free.max(over);
+            }
+        }
+        free
     }
 
     /// The windows in which `worker` may be unable to finish a call: the
@@ -255,11 +354,13 @@ mod tests {
         }
     }
 
+    /// A section that lasted 100 ms.
     fn side(worker: &str, requested: f64, started: f64) -> Side<'_> {
         Side {
             worker,
             requested,
             started,
+            ended: started + 0.1,
         }
     }
 
@@ -342,6 +443,75 @@ mod tests {
         assert_eq!(
             stalls((0.0, 30.0), &[(5.0, 6.0)], &[5.5, 20.0], 9.0),
             vec![(6.0, 14.0), (20.0, 10.0)]
+        );
+    }
+
+    // A holder whose lease a fault took must stop once it could know: one
+    // that went on past its next renewal ignored the loss, and the fault
+    // does not explain the overlap.
+    #[test]
+    fn a_lost_holder_that_goes_on_past_its_next_renewal_is_not_excused() {
+        let faults = Faults(vec![fault(FaultKind::Restart, "store", 10.0, 10.2)]);
+        let redis = StoreKind::Redis;
+        let other = side("w1#0", 10.3, 10.4);
+        let mut lost = side("w0#0", 9.0, 9.1);
+        lost.ended = 11.5;
+        assert_eq!(
+            faults.explaining(redis, "plain:n0", lost, other),
+            Some(FaultKind::Restart),
+            "stopped at its next renewal"
+        );
+        lost.ended = 13.0;
+        assert_eq!(
+            faults.explaining(redis, "plain:n0", lost, other),
+            None,
+            "went on 2.8 s after the restart"
+        );
+    }
+
+    // A holder whose renewals were held back learns of the loss only at
+    // its lease's deadline: a fault on its own traffic gives it a TTL.
+    #[test]
+    fn a_lost_holder_whose_renewals_were_held_back_may_go_on_to_its_deadline() {
+        let restart = fault(FaultKind::Restart, "store", 10.0, 10.2);
+        let late = fault(FaultKind::Late, "w0#0", 8.0, 20.0);
+        let redis = StoreKind::Redis;
+        let other = side("w1#0", 10.3, 10.4);
+        let mut lost = side("w0#0.1", 9.0, 9.1);
+        lost.ended = 12.5;
+        assert_eq!(
+            Faults(vec![restart.clone()]).explaining(redis, "plain:n0", lost, other),
+            None,
+            "renewals that could answer find the loss at the next one"
+        );
+        assert_eq!(
+            Faults(vec![restart, late]).explaining(redis, "plain:n0", lost, other),
+            Some(FaultKind::Restart),
+            "late renewals: until the lease's deadline"
+        );
+    }
+
+    // A fault excuses a waiter's sleep only until it is over, and a
+    // cause that begins after the waiter should have been served excuses
+    // nothing.
+    #[test]
+    fn a_fault_excuses_a_sleep_past_a_release_only_until_it_is_over() {
+        let faults = Faults(vec![
+            fault(FaultKind::Drop, "w1#0", 9.0, 11.0),
+            fault(FaultKind::Pause, "w2#0", 20.0, 25.0),
+        ]);
+        let free = |released, next| faults.free_from(("w0#0", "w1#0"), (released, next), &[]);
+        assert_eq!(free(10.0, 18.0), 13.0, "the drop's end and its grace");
+        assert_eq!(free(14.0, 18.0), 14.0, "after the drop: nothing excuses");
+        assert_eq!(
+            free(19.5, 30.0),
+            27.0,
+            "a freeze of anyone begun within the slack"
+        );
+        assert_eq!(
+            faults.free_from(("w0#0", "w1#0"), (14.0, 18.0), &[(13.5, 15.0)]),
+            17.0,
+            "a third worker's failed call on the lock"
         );
     }
 }

@@ -75,7 +75,10 @@ async fn holder_slot(
         let holding = holders(run).await;
         for index in &order {
             if let Ok(slot) = run.slots[*index].try_lock() {
-                if holding.contains(&slot.label) {
+                let its = |worker: &String| {
+                    worker == &slot.label || worker.starts_with(&format!("{}.", slot.label))
+                };
+                if holding.iter().any(its) {
                     return Some(slot);
                 }
             }

@@ -75,6 +75,11 @@ pub const TTL: Duration = Duration::from_secs(3);
 /// How long one call waits for its lock before giving up with `None`.
 pub const WAIT: Duration = Duration::from_secs(2);
 
+/// How long one plain call in three waits: two TTLs, longer than any
+/// holder's lease, so that a waiter that missed a release is still waiting
+/// while the lock stands free.
+pub const LONG_WAIT: Duration = Duration::from_secs(2 * TTL.as_secs());
+
 /// How long a long section works: between one and two TTLs, so that its
 /// lease lives only by renewal.
 pub const LONG_WORK: (Duration, Duration) = (TTL, Duration::from_secs(2 * TTL.as_secs()));

@@ -10,6 +10,7 @@
 //! | leases left after the clean stop | 0 | the store, checked for every lease each worker held at or after the stop as it ends, then for every name |
 //! | stuck names | 0 | a name refused to another worker `TTL` + slack after its holder was killed, paused or cut off, before anyone took it |
 //! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (memcached has no cross-process wakeups) |
+//! | waiting calls that polled the store | 0 | a call that sent more acquire attempts than 10 plus 25 a second it lasted: a waiter wakes on a release, an expiry or its deadline, never on a fixed short timer |
 //! | stalled workers | 0 | a fault-free stretch of 3 TTLs in which a worker finished no call (a body that ran, or a clean `None`) and began no body |
 //! | fault kinds never injected | 0 | a kind the store suffers that the run did not manage to inject |
 //! | renewals performed | above 0 | extends the store accepted for the calls' leases |
@@ -22,7 +23,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::Client;
 
-use super::explain::{Faults, Side, slot_of, stalls};
+use super::explain::{Faults, Side, stalls, worker_key};
 use super::resource::Schema;
 use super::run::LeasesLeft;
 use super::{FaultKind, STUCK_SLACK, StoreKind, TTL, WAKE_SLACK};
@@ -143,6 +144,10 @@ pub struct Report {
     pub(super) stalls: Vec<Stall>,
     /// What became of each write a holder was frozen before.
     pub(super) frozen_writes: Vec<String>,
+    /// The calls that sent the store more acquire attempts than waking on
+    /// releases and expiries explains, and the most attempts per second of
+    /// any call.
+    pub(super) polled: Polled,
     pub(super) totals: Totals,
     pub(super) errors: Vec<(String, i64)>,
 }
@@ -253,6 +258,7 @@ impl Report {
             slept_past_release(client, s, &faults).await?;
         let stalls = progress(client, s, &context, &faults).await?;
         let frozen_writes = frozen_writes(client, s).await?;
+        let polled = polled(client, s).await?;
         let errors = client
             .query(
                 &format!(
@@ -282,6 +288,7 @@ impl Report {
             slept_past_release,
             stalls,
             frozen_writes,
+            polled,
             totals: Totals {
                 claims: fenced.get(4),
                 plain_writes: plain.get(1),
@@ -349,6 +356,10 @@ impl Report {
             );
         }
         check("stalled workers", self.stalls.len() as i64);
+        check(
+            "waiting calls that polled the store",
+            self.polled.calls.len() as i64,
+        );
         check(
             "fault kinds never injected",
             self.never_injected().len() as i64,
@@ -477,6 +488,11 @@ impl Report {
                 "faults_nearby": slept.nearby,
             })).collect::<Vec<_>>(),
             "frozen_writes": self.frozen_writes,
+            "polled": {
+                "calls": self.polled.calls,
+                "most_attempts_per_second": self.polled.most_per_second,
+                "most_attempts": self.polled.most,
+            },
             "stalled_workers": self.stalls.iter().map(|stall| json!({
                 "worker": stall.worker,
                 "from_s": stall.from,
@@ -530,13 +546,15 @@ async fn overlaps(
                     SELECT i.id, i.name, i.worker, i.started,
                            coalesce(i.requested, i.started) AS requested,
                            coalesce(i.ended, (SELECT min(f.started) FROM \"{s}\".faults f
-                                              WHERE f.kind = 'kill' AND f.target = i.worker
+                                              WHERE f.kind = 'kill'
+                                                AND (f.target = i.worker OR i.worker LIKE f.target || '.%')
                                                 AND f.started >= i.started)) AS e
                     FROM \"{s}\".intervals i WHERE i.mode = $1)
                  SELECT a.name, a.worker, b.worker,
                         extract(epoch FROM a.requested)::float8, extract(epoch FROM a.started)::float8,
                         extract(epoch FROM b.requested)::float8, extract(epoch FROM b.started)::float8,
-                        extract(epoch FROM least(a.e, b.e) - b.started)::float8
+                        extract(epoch FROM least(a.e, b.e) - b.started)::float8,
+                        extract(epoch FROM a.e)::float8, extract(epoch FROM b.e)::float8
                  FROM iv a JOIN iv b ON a.name = b.name AND a.id <> b.id
                    AND (a.started, a.id) < (b.started, b.id) AND b.started < a.e"
             ),
@@ -553,11 +571,13 @@ async fn overlaps(
                 worker: &earlier,
                 requested: row.get(3),
                 started: row.get(4),
+                ended: row.get(8),
             };
             let b = Side {
                 worker: &later,
                 requested: row.get(5),
                 started: row.get(6),
+                ended: row.get(9),
             };
             let cause = faults.explaining(store, &format!("{mode}:{name}"), a, b);
             Overlap {
@@ -569,6 +589,62 @@ async fn overlaps(
         })
         .collect())
 }
+
+/// Calls that polled the store, and the most attempts any call sent.
+#[derive(Clone, Debug, Default)]
+pub struct Polled {
+    /// `worker lock: n attempts in s seconds`, for each call over the
+    /// bound.
+    pub calls: Vec<String>,
+    /// The most acquire attempts one call sent per second it lasted (calls
+    /// of a second or more).
+    pub most_per_second: f64,
+    /// The most acquire attempts one call sent.
+    pub most: i64,
+}
+
+/// The calls that sent more acquire attempts than [`POLL_BASE`] plus
+/// [`POLL_RATE`] per second they lasted. A waiter tries once, then again
+/// when a release wakes it, when the holder's lease should have run out,
+/// and at its deadline: on four names taken every few tens of ms at the
+/// busiest, far fewer than that. A waiter that naps a fixed short time
+/// between tries (a polling loop) sends hundreds a second.
+async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT worker, name || ' ' || mode, store_attempts,
+                        extract(epoch FROM finished - wait_started)::float8
+                 FROM \"{s}\".attempts"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the store attempts: {e}"))?;
+    let mut polled = Polled::default();
+    for row in &rows {
+        let attempts = i64::from(row.get::<_, i32>(2));
+        let seconds: f64 = row.get(3);
+        polled.most = polled.most.max(attempts);
+        if seconds >= 1.0 {
+            polled.most_per_second = polled.most_per_second.max(attempts as f64 / seconds);
+        }
+        if attempts as f64 > POLL_BASE + POLL_RATE * seconds {
+            polled.calls.push(format!(
+                "{} {}: {attempts} attempts in {seconds:.2} s",
+                row.get::<_, String>(0),
+                row.get::<_, String>(1)
+            ));
+        }
+    }
+    Ok(polled)
+}
+
+/// See [`polled`].
+const POLL_BASE: f64 = 10.0;
+
+/// See [`polled`].
+const POLL_RATE: f64 = 25.0;
 
 /// What became of the section frozen by each pause before a write: its
 /// write rejected by the fence (what the fault is for), accepted, never
@@ -631,10 +707,10 @@ async fn progress(
         )
         .await
         .map_err(|e| format!("reading the finished calls: {e}"))?;
-    let mut finished: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut finished: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for row in &rows {
         finished
-            .entry(slot_of(row.get::<_, &str>(0)))
+            .entry(worker_key(row.get::<_, &str>(0)))
             .or_default()
             .push(row.get(1));
     }
@@ -692,7 +768,8 @@ async fn unavailability(
                               AND a.finished > f.started + $1::float8 * interval '1 second'
                               AND a.finished <= coalesce(taken.at, 'infinity')))
                  FROM \"{s}\".faults f
-                 JOIN \"{s}\".intervals i ON i.worker = f.target AND i.started <= f.started
+                 JOIN \"{s}\".intervals i ON (i.worker = f.target OR i.worker LIKE f.target || '.%')
+                   AND i.started <= f.started
                    AND coalesce(i.ended, 'infinity') > f.started
                  CROSS JOIN LATERAL (
                     SELECT min(n.started) AS at FROM \"{s}\".intervals n
@@ -794,7 +871,13 @@ async fn slept_past_release(
                            (SELECT min(n.started) FROM \"{s}\".intervals n
                             WHERE n.name = i.name AND n.mode = i.mode AND n.started > i.ended) AS next
                     FROM \"{s}\".intervals i
-                    WHERE i.ended IS NOT NULL AND NOT i.cancelled),
+                    WHERE i.ended IS NOT NULL AND NOT i.cancelled
+                      -- A section that ended while another of the lock ran
+                      -- (an overlap a fault explained) left it held.
+                      AND NOT EXISTS (
+                        SELECT 1 FROM \"{s}\".intervals o
+                        WHERE o.name = i.name AND o.mode = i.mode AND o.id <> i.id
+                          AND o.started < i.ended AND coalesce(o.ended, 'infinity') > i.ended)),
                  waits AS (
                     SELECT a.name, a.mode, a.worker, a.wait_started,
                            coalesce((SELECT n.started FROM \"{s}\".intervals n WHERE n.id = a.interval_id),
@@ -804,15 +887,20 @@ async fn slept_past_release(
                         extract(epoch FROM coalesce(r.next, clock_timestamp()))::float8,
                         r.name || ' ' || r.mode,
                         extract(epoch FROM (SELECT min(wait_started) FROM \"{s}\".attempts))::float8,
-                        EXISTS (SELECT 1 FROM \"{s}\".attempts t
-                                WHERE t.name = r.name AND t.mode = r.mode
-                                  AND t.worker <> r.worker AND t.worker <> w.worker
-                                  AND t.outcome IN ('error', 'lost')
-                                  AND t.wait_started < coalesce(r.next, clock_timestamp())
-                                  AND t.finished > r.released)
+                        extract(epoch FROM w.wait_started)::float8, extract(epoch FROM w.served)::float8,
+                        failed.starts, failed.ends
                  FROM rel r JOIN waits w ON w.name = r.name AND w.mode = r.mode
-                   AND w.worker <> r.worker AND w.wait_started < r.released
+                   AND w.worker <> r.worker AND w.wait_started < coalesce(r.next, clock_timestamp())
                    AND w.served > r.released + $1::float8 * interval '1 second'
+                 CROSS JOIN LATERAL (
+                    SELECT coalesce(array_agg(extract(epoch FROM t.wait_started)::float8), '{{}}') AS starts,
+                           coalesce(array_agg(extract(epoch FROM t.finished)::float8), '{{}}') AS ends
+                    FROM \"{s}\".attempts t
+                    WHERE t.name = r.name AND t.mode = r.mode
+                      AND t.worker <> r.worker AND t.worker <> w.worker
+                      AND t.outcome IN ('error', 'lost')
+                      AND t.wait_started < coalesce(r.next, clock_timestamp())
+                      AND t.finished > r.released - interval '10 seconds') failed
                  WHERE coalesce(r.next, clock_timestamp()) > r.released + $1::float8 * interval '1 second'
                  ORDER BY r.released"
             ),
@@ -820,16 +908,22 @@ async fn slept_past_release(
         )
         .await
         .map_err(|e| format!("finding waiters that slept past a release: {e}"))?;
+    let slack = WAKE_SLACK.as_secs_f64();
     let mut seen = std::collections::HashSet::new();
     let mut slept = Vec::new();
     for row in &rows {
         let (holder, waiter): (String, String) = (row.get(0), row.get(1));
         let (released, next): (f64, f64) = (row.get(2), row.get(3));
+        let (waited_from, served): (f64, f64) = (row.get(6), row.get(7));
         // A third worker whose call on this lock failed meanwhile may have
         // held it unseen: granted by the store, its answer late or lost,
         // given back only once that call gave up.
-        let unseen_holder: bool = row.get(6);
-        if unseen_holder || faults.excuses_wait(&holder, &waiter, released - 1.0, next) {
+        let (starts, ends): (Vec<f64>, Vec<f64>) = (row.get(8), row.get(9));
+        let failed: Vec<(f64, f64)> = starts.into_iter().zip(ends).collect();
+        let free = faults.free_from((&holder, &waiter), (released, next), &failed);
+        // Slept: free (nothing excusing it any more) for over the slack,
+        // with this worker waiting from before then until past the slack.
+        if next - free <= slack || waited_from >= free || served <= free + slack {
             continue;
         }
         // One per release, however many waited.
@@ -842,7 +936,7 @@ async fn slept_past_release(
             holder,
             waiter,
             at: released - origin,
-            free_for: next - released,
+            free_for: next - free,
             nearby: faults.near(released, 3.0),
         });
     }

@@ -8,7 +8,7 @@
 //!            on the server's clock, the versions its read and write saw,
 //!            when the acquire that won its lease was sent
 //! attempts   one call: when it began waiting, how it ended, the renewals
-//!            that kept its lease
+//!            that kept its lease, the acquire attempts it sent
 //! faults     one injected fault: kind, target, started/ended, the names
 //!            whose leases it could take (none listed: every name)
 //! ```
@@ -59,7 +59,8 @@ impl Schema {
              CREATE TABLE \"{s}\".attempts (id bigserial PRIMARY KEY, worker text NOT NULL,
                  name text NOT NULL, mode text NOT NULL, wait_started timestamptz NOT NULL,
                  finished timestamptz NOT NULL, outcome text NOT NULL, interval_id bigint,
-                 detail text, renewals integer NOT NULL DEFAULT 0);
+                 detail text, renewals integer NOT NULL DEFAULT 0,
+                 store_attempts integer NOT NULL DEFAULT 0);
              CREATE TABLE \"{s}\".faults (id bigserial PRIMARY KEY, kind text NOT NULL,
                  target text NOT NULL, started timestamptz NOT NULL, ended timestamptz,
                  detail text, names text[]);
@@ -127,9 +128,9 @@ impl Schema {
             ),
             attempt: format!(
                 "INSERT INTO {attempts} (worker, name, mode, wait_started, finished, outcome,
-                                         interval_id, detail, renewals)
+                                         interval_id, detail, renewals, store_attempts)
                  VALUES ($1, $2, $3, clock_timestamp() - $4::bigint * interval '1 microsecond',
-                         clock_timestamp(), $5, $6, $7, $8)"
+                         clock_timestamp(), $5, $6, $7, $8, $9)"
             ),
             fault: format!(
                 "INSERT INTO {faults} (kind, target, started) VALUES ($1, $2, clock_timestamp())
@@ -170,7 +171,8 @@ pub struct Statements {
     pub cancelled: String,
     /// Records one call. `$1` worker, `$2` name, `$3` mode, `$4` how many
     /// microseconds ago it began waiting, `$5` outcome, `$6` interval,
-    /// `$7` detail, `$8` renewals.
+    /// `$7` detail, `$8` renewals, `$9` the acquire attempts it sent the
+    /// store.
     pub attempt: String,
     /// Records the start of a fault a worker injects on itself (a pause
     /// before its write). `$1` kind, `$2` target; returns its id.

@@ -196,6 +196,11 @@ impl Run {
     }
 }
 
+/// How many loops each worker process runs (on a networked store): two,
+/// so that a process has several waiters of its own, and a wake-up one of
+/// them receives must reach the other when it is not the one to use it.
+const TASKS: usize = 2;
+
 /// The call timeout of slot `index`: every other slot waits
 /// [`LONG_TIMEOUT`], the others keep the stores' default.
 fn slot_timeout(index: usize) -> Option<Duration> {
@@ -311,7 +316,16 @@ async fn run_in(
         ),
     );
     let slots = start_slots(options, &topology, schema, &resource).await?;
-    let workers_expected = (0..options.workers).map(|i| format!("w{i}")).collect();
+    // Every loop is a worker of the records: on the memory store the
+    // tasks of its one process (`w.0`...), elsewhere the tasks of each
+    // slot (`w3.1`: slot 3, task 1, whatever life).
+    let workers_expected = if options.store == StoreKind::Memory {
+        (0..options.workers).map(|t| format!("w.{t}")).collect()
+    } else {
+        (0..options.workers)
+            .flat_map(|i| (0..TASKS).map(move |t| format!("w{i}.{t}")))
+            .collect()
+    };
     let mut inputs = Vec::with_capacity(slots.len());
     for slot in &slots {
         inputs.push(slot.lock().await.input.clone());
@@ -480,7 +494,7 @@ pub fn spawn_worker(slot: &mut Slot, options: &Options, schema: &Schema) -> Resu
         tasks: if options.store == StoreKind::Memory {
             options.workers
         } else {
-            1
+            TASKS
         },
         names: options.names,
         seed: options.seed,

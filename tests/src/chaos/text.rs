@@ -177,6 +177,16 @@ impl Report {
             c.workers_expected.len(),
             TTL * 3
         );
+        let _ = writeln!(
+            o,
+            "  waiting calls that polled the store {}   (must be 0; the most acquire attempts of a call: {}, and per second: {:.1})",
+            self.polled.calls.len(),
+            self.polled.most,
+            self.polled.most_per_second
+        );
+        for call in self.polled.calls.iter().take(5) {
+            let _ = writeln!(o, "    polled: {call}");
+        }
         for stall in &self.stalls {
             let _ = writeln!(
                 o,

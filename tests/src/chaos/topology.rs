@@ -47,7 +47,9 @@ pub async fn connect(
     }
     let mut options = ConnectOptions::new()
         .redis(redis)
-        .postgres(PostgresConfig::new().schema(schema));
+        // Two pooled connections a worker (and a listening one): the
+        // servers a run shares, the resource's included, have only so many.
+        .postgres(PostgresConfig::new().schema(schema).pool_size(2));
     if let Some(timeout) = timeout {
         options = options.timeout(timeout);
     }

@@ -46,11 +46,11 @@ use lock_core::{LockManager, OnLost, locked, registry};
 use tokio::sync::watch;
 use tokio_postgres::Client;
 
-use super::counted::Counted;
+use super::counted::{Counted, counting_attempts};
 use super::resource::{self, Prepared, Schema, Statements};
 use super::schedule::Rng;
 use super::topology;
-use super::{FaultKind, LONG_WORK, PREFIX, SHORT_WORK, StoreKind, TTL, WAIT};
+use super::{FaultKind, LONG_WAIT, LONG_WORK, PREFIX, SHORT_WORK, StoreKind, TTL, WAIT};
 use crate::harness::say;
 
 /// What a worker is told, through its environment.
@@ -174,6 +174,10 @@ struct Shared {
     resume: Resume,
     /// The leases held now, and those held since the stop.
     held: Mutex<Held>,
+    /// One connection to the resource for all the loops (queries from
+    /// several are pipelined on it): the servers a run shares have only so
+    /// many connections to give.
+    db: tokio::sync::Mutex<Arc<Db>>,
 }
 
 /// A call the harness asked for: `fenced n2` or `plain n2`, short, or
@@ -257,6 +261,15 @@ impl Shared {
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The process's resource connection, made again if it broke.
+    async fn db(&self) -> Result<Arc<Db>, String> {
+        let mut db = self.db.lock().await;
+        if db.client.is_closed() {
+            *db = Arc::new(Db::connect(&self.config.resource, &self.statements).await?);
+        }
+        Ok(Arc::clone(&db))
+    }
 }
 
 async fn work(config: WorkerConfig) -> Result<String, String> {
@@ -278,8 +291,11 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
         ));
     }
     let (stop_tx, stop) = watch::channel(false);
+    let statements = Schema(config.schema.clone()).statements();
+    let db = Db::connect(&config.resource, &statements).await?;
     let shared = Arc::new(Shared {
-        statements: Schema(config.schema.clone()).statements(),
+        db: tokio::sync::Mutex::new(Arc::new(db)),
+        statements,
         manager,
         counted,
         config,
@@ -292,8 +308,7 @@ async fn work(config: WorkerConfig) -> Result<String, String> {
     });
     let mut loops = tokio::task::JoinSet::new();
     for task in 0..shared.config.tasks {
-        let db = Db::connect(&shared).await?;
-        loops.spawn(run_loop(Arc::clone(&shared), task, db));
+        loops.spawn(run_loop(Arc::clone(&shared), task));
     }
     say("ready");
     let commands = Arc::clone(&shared);
@@ -393,9 +408,9 @@ struct Db {
 }
 
 impl Db {
-    async fn connect(shared: &Shared) -> Result<Db, String> {
-        let client = resource::connect(&shared.config.resource, "chaos-worker").await?;
-        let prepared = shared.statements.prepare(&client).await?;
+    async fn connect(resource: &str, statements: &Statements) -> Result<Db, String> {
+        let client = resource::connect(resource, "chaos-worker").await?;
+        let prepared = statements.prepare(&client).await?;
         Ok(Db { client, prepared })
     }
 }
@@ -436,9 +451,11 @@ impl Outcome {
     }
 }
 
-async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
+async fn run_loop(shared: Arc<Shared>, task: usize) {
+    // Several loops in one process: each is a worker of its own in the
+    // records, `w3#0.1` (the memory store's `w.1`).
     let label = if shared.config.tasks > 1 {
-        format!("{}{task}", shared.config.label)
+        format!("{}.{task}", shared.config.label)
     } else {
         shared.config.label.clone()
     };
@@ -449,15 +466,10 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
             }),
     );
     while !*shared.stop.borrow() {
-        if db.client.is_closed() {
-            match Db::connect(&shared).await {
-                Ok(fresh) => db = fresh,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            }
-        }
+        let Ok(db) = shared.db().await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
         let mut name = format!("n{}", rng.below(shared.config.names as u64));
         let mut fenced = shared.config.kind.fences() && rng.below(2) == 0;
         let mut long = rng.below(3) == 0;
@@ -474,22 +486,31 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
             (fenced, long) = (true, false);
         }
         let (low, high) = if long { LONG_WORK } else { SHORT_WORK };
+        // One plain call in three waits longer than a holder's TTL: a
+        // wake-up it misses then shows as a lock left free while it
+        // waits, instead of as a wait that ran out first.
+        let wait = if rng.below(3) == 0 { LONG_WAIT } else { WAIT };
         let call = Call {
             shared: &shared,
             db: &db,
             label: &label,
             name: &name,
             work: rng.between(low, high),
+            wait,
             interval: Mutex::new(None),
             token: Mutex::new(None),
             dropped: Mutex::new(None),
         };
         let began = Instant::now();
-        let outcome = match (fenced, long) {
-            (true, _) => call.fenced().await,
-            (false, false) => call.plain().await,
-            (false, true) => call.plain_renewed().await,
-        };
+        let (outcome, attempts) = counting_attempts(async {
+            match (fenced, long) {
+                (true, _) => call.fenced().await,
+                (false, false) => call.plain().await,
+                (false, true) => call.plain_renewed().await,
+            }
+        })
+        .await;
+        let attempts = i32::try_from(attempts).unwrap_or(i32::MAX);
         let detail = match &outcome {
             Outcome::Error(message) => Some(message.clone()),
             _ => None,
@@ -514,6 +535,7 @@ async fn run_loop(shared: Arc<Shared>, task: usize, mut db: Db) {
                     &interval,
                     &detail,
                     &renewals,
+                    &attempts,
                 ],
             )
             .await;
@@ -537,6 +559,8 @@ struct Call<'a> {
     name: &'a str,
     /// How long the section works.
     work: Duration,
+    /// How long a plain call waits for its lock.
+    wait: Duration,
     /// The interval its section opened, for the call to close if the
     /// section is dropped.
     interval: Mutex<Option<i64>>,
@@ -746,7 +770,7 @@ impl Call<'_> {
             .shared
             .manager
             .lock(format!("plain:{}", self.name).as_str(), TTL)
-            .wait_for(WAIT);
+            .wait_for(self.wait);
         let guard = match lock.acquire().await {
             Ok(Some(guard)) => guard,
             Ok(None) => return Outcome::Busy,
@@ -775,7 +799,7 @@ impl Call<'_> {
             .shared
             .manager
             .lock(format!("plain:{}", self.name).as_str(), TTL)
-            .wait_for(WAIT)
+            .wait_for(self.wait)
             .renew()
             .on_lost(OnLost::Cancel);
         let name = lock.name().to_owned();
