@@ -166,9 +166,28 @@ pub enum Error {
     /// scheme names.
     #[error("cannot use the store URL `{url}`: {reason}")]
     InvalidUrl {
-        /// The URL as given, with every password replaced by `***`.
+        /// The URL as the stores read it, written back with every
+        /// password replaced by `***`; only its scheme when it cannot be
+        /// read (a password may then be anywhere in it).
         url: String,
         /// What is wrong and what a good URL looks like.
+        reason: String,
+    },
+
+    /// A store's configuration that cannot work, found before any
+    /// connection is tried: a notification channel, schema or table name
+    /// the store cannot use, a TLS file that is missing or holds no
+    /// certificate, settings that contradict each other (`sslmode=disable`
+    /// with a CA), a cluster given certificates it cannot use.
+    ///
+    /// Unlike [`Error::Store`], retrying does not help: the message itself
+    /// says what is wrong and what to change, so a program that prints
+    /// only an error's `Display` still shows the cause.
+    #[error("the {store} store cannot use its configuration: {reason}")]
+    InvalidConfig {
+        /// The store, as [`LockStore::name`](crate::LockStore::name) gives it.
+        store: &'static str,
+        /// What is wrong and what to change.
         reason: String,
     },
 
@@ -230,10 +249,23 @@ impl Error {
     }
 }
 
+impl Error {
+    /// A configuration `store` cannot use, saying why and what to change
+    /// ([`Error::InvalidConfig`]): for a store's checks of its settings and
+    /// files, so that none of them reads as an outage.
+    pub fn invalid_config(store: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            store,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A lock error as an [`std::io::Error`], so `#[locked]` functions can
 /// return `std::io::Result`: contention is
-/// [`WouldBlock`](std::io::ErrorKind::WouldBlock); a bad name, TTL, option
-/// or store URL [`InvalidInput`](std::io::ErrorKind::InvalidInput); a store
+/// [`WouldBlock`](std::io::ErrorKind::WouldBlock); a bad name, TTL, option,
+/// store URL or store configuration
+/// [`InvalidInput`](std::io::ErrorKind::InvalidInput); a store
 /// URL whose store the build leaves out
 /// [`Unsupported`](std::io::ErrorKind::Unsupported); anything else
 /// [`Other`](std::io::ErrorKind::Other). The lock error is kept inside
@@ -246,7 +278,8 @@ impl From<Error> for std::io::Error {
             Error::InvalidName { .. }
             | Error::InvalidTtl { .. }
             | Error::InvalidOptions { .. }
-            | Error::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            | Error::InvalidUrl { .. }
+            | Error::InvalidConfig { .. } => ErrorKind::InvalidInput,
             Error::StoreNotBuilt { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::Other,
         };
@@ -313,6 +346,10 @@ mod tests {
             Error::NotShared { key: key() },
             Error::AlreadyInstalled,
             Error::UnknownManager { name: "x".into() },
+            Error::invalid_config(
+                "postgres",
+                "the channel is empty; set PostgresConfig::channel",
+            ),
         ];
         for error in errors {
             let text = error.to_string();
@@ -333,6 +370,28 @@ mod tests {
             format!("{text}: connection reset"),
             "the chain shows the cause once"
         );
+    }
+
+    // A program that prints only `Display`, or turns the error into an
+    // `io::Error`, must still see a configuration error as one: its cause
+    // in its own message, and not an outage to retry.
+    #[test]
+    fn a_configuration_error_says_its_cause_and_is_invalid_input() {
+        let error = Error::invalid_config(
+            "postgres",
+            "the channel is empty; set PostgresConfig::channel",
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("postgres") && text.contains("the channel is empty"),
+            "the store and the cause in the message itself: {text}"
+        );
+        assert!(
+            std::error::Error::source(&error).is_none(),
+            "nothing left for the source to say: {error:?}"
+        );
+        let io: std::io::Error = error.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput, "not Other");
     }
 
     // What `anyhow` prints: every level of the chain. The cause must appear

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lock_core::Result;
-use lock_core::store::kit::{invalid_url, scheme};
+use lock_core::store::kit::{StoreUrl, invalid_url};
 
 /// The default bound on every call.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -50,34 +50,29 @@ impl MapConfig {
     }
 }
 
-/// `host:port` from a `map://host:port` URL; a URL that is not one is
+/// `host:port` from a `map://host:port` URL, read as every store URL is
+/// read ([`StoreUrl`]); a URL that is not one is
 /// [`Error::InvalidUrl`](lock_core::Error::InvalidUrl), shown redacted.
 pub(crate) fn address(url: &str) -> Result<String> {
     let shape = "use a URL like map://127.0.0.1:7070";
-    let Some((scheme, rest)) = scheme(url) else {
-        return Err(invalid_url(url, format!("no scheme; {shape}")));
-    };
-    if scheme != "map" {
+    let parsed = StoreUrl::parse(url).map_err(|why| invalid_url(url, format!("{why}; {shape}")))?;
+    if parsed.scheme() != "map" {
         return Err(invalid_url(
             url,
-            format!("the scheme is {scheme}://, not map://; {shape}"),
+            format!("the scheme is {}://, not map://; {shape}", parsed.scheme()),
         ));
     }
-    if rest.contains('@') {
+    if parsed.user().is_some() || parsed.password().is_some() {
         return Err(invalid_url(
             url,
             "the map server has no authentication; leave credentials out of the URL",
         ));
     }
-    let host_port = rest.strip_suffix('/').unwrap_or(rest);
-    match host_port.rsplit_once(':') {
-        Some((host, port))
-            if !host.is_empty()
-                && !host.contains(['/', ',', ' ', '?'])
-                && port.parse::<u16>().is_ok() =>
-        {
-            Ok(host_port.to_owned())
-        }
+    let extra = parsed.path().is_some_and(|path| !path.is_empty())
+        || parsed.query().next().is_some()
+        || parsed.fragment().is_some();
+    match parsed.hosts() {
+        [host] if host.port().is_some() && !extra => Ok(host.to_string()),
         _ => Err(invalid_url(
             url,
             format!("give one server, as host:port; {shape}"),

@@ -1,11 +1,15 @@
 //! [`connect`]: any store from a URL, through one table of schemes.
 
+#[cfg(test)]
+mod config_errors;
+#[cfg(test)]
+mod never_shown;
 mod options;
 mod schemes;
 
 pub use self::options::ConnectOptions;
 
-use crate::store::kit::{scheme, scrub, secrets};
+use crate::store::kit::{redacted, scheme, scrub_all, secrets};
 use crate::{Error, LockManager, Result};
 
 /// Connects to the store `url` names, with each store's defaults: a
@@ -68,11 +72,15 @@ use crate::{Error, LockManager, Result};
 ///
 /// # Secrets
 ///
-/// A URL's passwords (`user:password@`, `?sentinel_password=`, PostgreSQL's
-/// `password=`) never appear in the errors this returns: a URL is shown
-/// with `***` in their place, and any cause that quotes one (a client
-/// library's error) is scrubbed of it. The stores' `Debug` output shows
-/// hosts and ports only.
+/// A URL's passwords (`user:password@`, `?sentinel_password=`, Redis's
+/// `?pass=`, PostgreSQL's `password=`) never appear in the errors this
+/// returns. Every store reads its URL with one reader
+/// ([`StoreUrl`](crate::store::kit::StoreUrl): the user info runs to the
+/// last `@` before the first `/`, so a password may hold `@`, `:`, `?`,
+/// `,` unescaped), and a URL is shown read by that same reader, with `***`
+/// in each password's place; a URL it cannot read is not shown, beyond its
+/// scheme. Any cause that quotes a password (a client library's error) is
+/// scrubbed of it. The stores' `Debug` output shows hosts and ports only.
 ///
 /// # Errors
 ///
@@ -81,9 +89,11 @@ use crate::{Error, LockManager, Result};
 ///   its store (a cluster URL without nodes, `memory://` with a host...);
 /// - [`Error::StoreNotBuilt`] when its store's cargo feature is off (the
 ///   message names the feature);
-/// - what the store's own constructor returns, mostly
-///   [`Error::Store`] when the URL is invalid for it or the server cannot
-///   be reached within the time bound.
+/// - [`Error::InvalidConfig`] when the store's configuration cannot work
+///   (a TLS file that is missing, a PostgreSQL channel or table name the
+///   store refuses...): its message says what to change;
+/// - [`Error::Store`] when the server cannot be reached, or refuses the
+///   connection, within the time bound: worth retrying.
 pub async fn connect(url: &str) -> Result<LockManager> {
     connect_with(url, ConnectOptions::new()).await
 }
@@ -120,15 +130,17 @@ pub async fn connect_with(url: &str, options: ConnectOptions) -> Result<LockMana
 }
 
 /// `error`, or, when its messages, causes or `Debug` output quote any of
-/// `url`'s secrets, the same error with each secret replaced by `***` (its
-/// causes then kept as text).
+/// `url`'s secrets (as the stores read it), the same error with each
+/// secret replaced by `***` (its causes then kept as text). A last line:
+/// the stores show URLs [`redacted`], and this catches a client library's
+/// error that quotes what it was handed.
 fn scrubbed(error: Error, url: &str) -> Error {
     let secrets = secrets(url);
     let shown = format!("{}\n{error:?}", error.chain());
     if !secrets.iter().any(|secret| shown.contains(secret.as_str())) {
         return error;
     }
-    let scrub = |text: &str| scrub(text, &secrets);
+    let scrub = |text: &str| scrub_all(text, &secrets);
     match error {
         Error::Store {
             operation,
@@ -152,7 +164,16 @@ fn scrubbed(error: Error, url: &str) -> Error {
             url: scrub(&url),
             reason: scrub(&reason),
         },
-        other => Error::store("connect", scrub(url), scrub(&other.chain().to_string())),
+        Error::InvalidConfig { store, reason } => Error::InvalidConfig {
+            store,
+            reason: scrub(&reason),
+        },
+        // No other kind of error holds text from a URL: were one to, it
+        // is still told as a problem with the URL, never as an outage.
+        other => Error::InvalidUrl {
+            url: redacted(url),
+            reason: scrub(&other.chain().to_string()),
+        },
     }
 }
 

@@ -831,6 +831,41 @@ async fn the_debug_output_of_a_store_never_shows_its_password() {
     guard.release().await.expect("release");
 }
 
+// A password may hold any character a URL's user info takes (`@`, `?`,
+// `,`, `:`, a blank) written as it is: the store reads it whole, as the
+// redaction does, so it both authenticates and is never shown, in `Debug`
+// or in the error of a connect that fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_holding_what_a_url_treats_specially_connects_and_is_never_shown() {
+    const PASSWORD: &str = "Zorro1@Quill2?Tiger3,Yak4: Emu5";
+    let Some(server) = RedisServer::start_with(&["--requirepass", PASSWORD]) else {
+        return;
+    };
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}", server.port());
+    let store = RedisStore::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("the password is read whole and authenticates: {e}"));
+    let shown = format!("{store:?}\n{:?}", LockManager::new(store.clone()));
+    for word in ["Zorro1", "Quill2", "Tiger3", "Yak4", "Emu5"] {
+        assert!(
+            !shown.contains(word),
+            "a piece of the password in Debug: {shown}"
+        );
+    }
+    let wrong = format!("redis://:{PASSWORD}X@127.0.0.1:{}", server.port());
+    let config = RedisConfig::new().timeout(Duration::from_secs(2));
+    let error = RedisStore::connect_with(&wrong, config)
+        .await
+        .expect_err("a wrong password is refused");
+    let text = format!("{}\n{error:?}", error.chain());
+    for word in ["Zorro1", "Quill2", "Tiger3", "Yak4", "Emu5"] {
+        assert!(
+            !text.contains(word),
+            "a piece of the password in the error: {text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_store_says_it_is_shared() {
     // Boot-time checks refuse per-process stores where cross-process

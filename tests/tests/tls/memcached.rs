@@ -160,9 +160,14 @@ async fn debug_output_and_errors_show_no_key_bytes() {
         assert!(shown.contains("/etc/ca.pem"), "where the CA is: {shown}");
     }
     let unusable = Tls::new().client_cert_pem("not a certificate", key);
-    let text = refused(
-        MemcachedStore::connect_with("memcaches://127.0.0.1:1", config.tls(unusable)).await,
+    let error = MemcachedStore::connect_with("memcaches://127.0.0.1:1", config.tls(unusable))
+        .await
+        .expect_err("an unusable certificate is refused");
+    assert!(
+        matches!(error, Error::InvalidConfig { .. }),
+        "a configuration error, found before connecting, not an outage: {error:?}"
     );
+    let text = error.chain().to_string();
     eprintln!("an unusable client certificate: {text}");
     assert!(text.contains("sslcert"), "names what is wrong: {text}");
     assert!(!text.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{text}");

@@ -23,12 +23,15 @@ impl EtcdStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when no endpoint is given or none answers within
-    /// the timeout; when the endpoints mix `http://` and `https://`, or
-    /// are `https://` (or a [`Tls`](crate::Tls) is given) in a build
-    /// without the `etcd-tls` feature; and when the TLS handshake fails,
-    /// its cause said (the server's certificate not signed by the CA
-    /// given, a client certificate the server wants and was not given).
+    /// - [`Error::InvalidConfig`] when no endpoint is given; when the
+    ///   endpoints mix `http://` and `https://`, or are `https://` (or a
+    ///   [`Tls`](crate::Tls) is given) in a build without the `etcd-tls`
+    ///   feature; when a certificate file is missing or holds no
+    ///   certificate;
+    /// - [`Error::Store`] when no endpoint answers within the timeout, or
+    ///   the TLS handshake fails, its cause said (the server's certificate
+    ///   not signed by the CA given, a client certificate the server wants
+    ///   and was not given).
     pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<EtcdStore> {
         Self::connect_with(endpoints, EtcdConfig::default()).await
     }
@@ -48,9 +51,8 @@ impl EtcdStore {
             .collect();
         let shown = endpoints.join(",");
         if endpoints.is_empty() {
-            return Err(Error::store(
-                "connect",
-                "(no etcd endpoints)",
+            return Err(Error::invalid_config(
+                "etcd",
                 "no endpoints were given; pass the members' client URLs, like \"http://127.0.0.1:2379\"",
             ));
         }
@@ -59,7 +61,7 @@ impl EtcdStore {
             .with_timeout(config.timeout)
             .with_keep_alive(Duration::from_secs(5), config.timeout);
         let (mut options, over_tls) = tls::apply(options, &endpoints, config.tls.as_ref())
-            .map_err(|why| Error::store("connect", shown.clone(), why))?;
+            .map_err(|why| Error::invalid_config("etcd", why))?;
         if let Some((user, password)) = &config.user {
             // etcd forgets a token once it goes unused for its
             // `--auth-token-ttl` (or, for JWT tokens, once it expires): a

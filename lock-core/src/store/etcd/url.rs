@@ -5,12 +5,13 @@
 //! store takes for TLS: `?sslrootcert=PATH&sslcert=PATH&sslkey=PATH`.
 //!
 //! etcd-client takes the endpoints without credentials, and the user
-//! apart ([`EtcdConfig::user`]): this file splits them, so that no
-//! password reaches an endpoint list, which errors and `Debug` show.
+//! apart ([`EtcdConfig::user`]): this file splits them, reading the URL as
+//! every store URL is read ([`StoreUrl`]), so that no password reaches an
+//! endpoint list, which errors and `Debug` show.
 
 use super::{EtcdConfig, EtcdStore};
 use crate::store::BoxFuture;
-use crate::store::kit::{TLS_WORDS, Tls, invalid_url, percent_decode, scheme, take_words};
+use crate::store::kit::{StoreUrl, TLS_WORDS, Tls, invalid_url};
 use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over the etcd cluster `url` names, with `tls` (from
@@ -35,66 +36,56 @@ fn members(
     mut config: EtcdConfig,
     given: Option<Tls>,
 ) -> Result<(Vec<String>, EtcdConfig)> {
-    let (list, words) = take_words(url, &TLS_WORDS).map_err(|why| invalid_url(url, why))?;
-    let from_url = Tls::from_words(words.iter().map(|(word, value)| (&**word, &**value)))
-        .map_err(|why| invalid_url(url, why))?;
+    const SHAPE: &str = "write etcd://[user:password@]host:port[,host:port...]";
+    let urls = StoreUrl::parse_list(url).map_err(|why| invalid_url(url, format!("{why}; {SHAPE}")))?;
+    let mut words = Vec::new();
     let mut endpoints = Vec::new();
     let mut user: Option<(String, String)> = None;
-    let mut last_scheme = String::from("http");
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let rest = match scheme(part) {
-            Some((scheme, rest)) => {
-                last_scheme = if scheme == "etcd" {
-                    "http".to_owned()
-                } else {
-                    scheme.into_owned()
-                };
-                rest
-            }
-            None => part,
+    for mut member in urls {
+        let scheme = match member.scheme() {
+            "etcd" => "http".to_owned(),
+            scheme => scheme.to_owned(),
         };
-        let host = match rest.rfind('@') {
-            Some(at) => {
-                let (name, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
-                let decoded = (
-                    percent_decode(name).map_err(|why| invalid_url(url, why))?,
-                    percent_decode(password).map_err(|why| invalid_url(url, why))?,
-                );
-                if user.as_ref().is_some_and(|given| *given != decoded) {
-                    return Err(invalid_url(
-                        url,
-                        "its members carry different credentials; etcd takes one user: \
-                         write them once, etcd://user:password@host:port,host:port",
-                    ));
-                }
-                user = Some(decoded);
-                &rest[at + 1..]
-            }
-            None => rest,
-        };
-        let host = host.trim_end_matches('/');
-        if host.contains('?') {
+        words.extend(member.take_settings(&TLS_WORDS));
+        if member.query().next().is_some() || member.fragment().is_some() {
             return Err(invalid_url(
                 url,
                 "its query says what etcd URLs do not take: after the last member, \
                  only sslrootcert, sslcert and sslkey (for https://)",
             ));
         }
-        if host.is_empty() || host.contains('/') {
+        if member.path().is_some_and(|path| !path.is_empty()) {
             return Err(invalid_url(
                 url,
-                "each member is host:port, without a path; \
-                 write etcd://[user:password@]host:port[,host:port...]",
+                format!("each member is host:port, without a path; {SHAPE}"),
             ));
         }
-        endpoints.push(format!("{last_scheme}://{host}"));
+        if member.user().is_some() || member.password().is_some() {
+            let named = (
+                member.user().unwrap_or_default().to_owned(),
+                member.password().unwrap_or_default().to_owned(),
+            );
+            if user.as_ref().is_some_and(|given| *given != named) {
+                return Err(invalid_url(
+                    url,
+                    "its members carry different credentials; etcd takes one user: \
+                     write them once, etcd://user:password@host:port,host:port",
+                ));
+            }
+            user = Some(named);
+        }
+        endpoints.extend(
+            member
+                .hosts()
+                .iter()
+                .map(|host| format!("{scheme}://{host}")),
+        );
     }
     if endpoints.is_empty() {
-        return Err(invalid_url(
-            url,
-            "it names no member; write etcd://[user:password@]host:port[,host:port...]",
-        ));
+        return Err(invalid_url(url, format!("it names no member; {SHAPE}")));
     }
+    let from_url = Tls::from_words(words.iter().map(|(word, value)| (&**word, &**value)))
+        .map_err(|why| invalid_url(url, why))?;
     if let Some((name, password)) = user {
         config = config.user(name, password);
     }

@@ -20,9 +20,12 @@
 //! - [`check_lease`] ([`check_key`] and [`validate_ttl`]), [`store_ttl`],
 //!   [`MAX_TTL`]: the checks on a request's key and TTL, with the
 //!   runtime's messages and rounding.
-//! - [`scheme`], [`percent_decode`], [`invalid_url`], [`redacted`],
-//!   [`secrets`], [`scrub`]: reading a store URL, and keeping its password
-//!   out of every error and log line.
+//! - [`StoreUrl`] ([`scheme`], [`percent_decode`]): the one reading of a
+//!   store URL, which every built-in store reads its URL with.
+//! - [`redacted`], [`scrub`], [`invalid_url`]: keeping a URL's passwords
+//!   out of every error and log line, by reading the URL with the same
+//!   readers the stores use (and libpq's `key=value` form with the
+//!   PostgreSQL store's), never by a pattern beside them.
 //! - [`owner_of`]: the readable `host:pid` in an owner token, for a store
 //!   that keeps it beside the token.
 //!
@@ -77,7 +80,9 @@
 
 mod backoff;
 mod checks;
+pub(crate) mod conninfo;
 mod deadline;
+pub(crate) mod redact;
 mod tasks;
 mod tls;
 mod url;
@@ -86,6 +91,9 @@ mod waiters;
 pub use self::backoff::Backoff;
 pub use self::checks::{MAX_TTL, check_key, check_lease, store_ttl, validate_ttl};
 pub use self::deadline::{BoxError, CallError, Deadline};
+pub use self::redact::{invalid_url, redacted, scrub};
+#[allow(unused_imports)]
+pub(crate) use self::redact::{scrub_all, secrets};
 pub use self::tasks::Background;
 #[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
 pub(crate) use self::tls::Reloading;
@@ -97,10 +105,8 @@ pub use self::tls::Tls;
 ))]
 pub(crate) use self::tls::{Verify, client_config};
 #[allow(unused_imports)]
-pub(crate) use self::tls::{
-    WORDS as TLS_WORDS, explained as tls_explained, hint as tls_hint, take_words,
-};
-pub use self::url::{invalid_url, percent_decode, redacted, scheme, scrub, secrets};
+pub(crate) use self::tls::{WORDS as TLS_WORDS, explained as tls_explained, hint as tls_hint};
+pub use self::url::{Host, StoreUrl, percent_decode, scheme};
 pub use self::waiters::{Interest, Waiters, Watch};
 
 /// The readable `host:pid` part of an owner token the runtime made (see

@@ -24,7 +24,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::deadline::BoxError;
-use super::url::percent_decode;
 
 /// The URL query words that give a [`Tls`]: the CA's file, the client
 /// certificate's file and its key's file.
@@ -55,7 +54,7 @@ pub(crate) const WORDS: [&str; 3] = ["sslrootcert", "sslcert", "sslkey"];
 ///
 /// | store | feature | TLS when | what is checked of the server's certificate |
 /// |---|---|---|---|
-/// | PostgreSQL | `postgres-tls` | the URL's `sslmode` (`prefer`, `require`, `verify-ca`, `verify-full`), or a certificate given; without either, plain | as libpq: `verify-full` the CA and the host name; `verify-ca`, and any mode with a CA, the CA; `prefer` and `require` without a CA nothing ([the table](https://docs.rs/lock-core/latest/lock_core/store/struct.PostgresStore.html#tls)) |
+/// | PostgreSQL | `postgres-tls` | the URL's `sslmode` (`prefer`, `require`, `verify-ca`, `verify-full`), or a certificate given (or libpq's `PGSSLMODE`, `PGSSLROOTCERT`... where the URL names none); without either, plain; with `prefer`, plain text too when the server answers that it has no TLS, CA or not | as libpq: `verify-full` the CA and the host name; `verify-ca`, and any mode with a CA, the CA (with `prefer`, only once the server answers in TLS); `prefer` and `require` without a CA nothing ([the table](https://docs.rs/lock-core/latest/lock_core/store/struct.PostgresStore.html#tls)) |
 /// | etcd | `etcd-tls` | `https://` members | the CA and the host name |
 /// | memcached | `memcached-tls` | `memcaches://` (memcached 1.6 started with `-Z`) | the CA and the host name |
 /// | Redis | `redis-tls` | `rediss://`, `rediss+cluster://`, `rediss+sentinel://` | the CA and the host name; a `Tls` of your own for one server only: cluster and Sentinel URLs refuse it (their servers need a publicly signed certificate, or a client built with the redis crate) |
@@ -249,8 +248,9 @@ impl Tls {
         }
     }
 
-    /// The [`Tls`] that `words` (`sslrootcert`, `sslcert`, `sslkey`, as
-    /// [`take_words`] returns them) give, or why they give none.
+    /// The [`Tls`] that `words` (`sslrootcert`, `sslcert`, `sslkey` and
+    /// their values, as a URL's query gives them) give, or why they give
+    /// none.
     pub(crate) fn from_words<'a>(
         words: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Tls, String> {
@@ -288,50 +288,6 @@ impl Tls {
             identity,
         })
     }
-}
-
-/// Takes the query parameters named in `words` out of `url` (`?a=1&b=2`
-/// after the host, or the `key=value` words of a libpq connection string
-/// when `url` has no scheme), and returns the URL without them and their
-/// values, percent-decoded, in the order given.
-pub(crate) fn take_words(
-    url: &str,
-    words: &[&str],
-) -> Result<(String, Vec<(String, String)>), String> {
-    let mut taken = Vec::new();
-    if !url.contains("://") {
-        // A libpq `key=value` connection string: unquoted values only for
-        // these words (paths and modes need no quoting).
-        let mut kept = Vec::new();
-        for part in url.split_whitespace() {
-            match part.split_once('=') {
-                Some((key, value)) if words.contains(&key.trim()) => {
-                    taken.push((key.trim().to_owned(), value.trim_matches('\'').to_owned()));
-                }
-                _ => kept.push(part),
-            }
-        }
-        return Ok((kept.join(" "), taken));
-    }
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), taken));
-    };
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key_decoded = percent_decode(key)?;
-        if words.contains(&key_decoded.as_str()) {
-            taken.push((key_decoded, percent_decode(value)?));
-        } else {
-            kept.push(pair);
-        }
-    }
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    Ok((url, taken))
 }
 
 /// How much of the server's certificate a TLS connection checks: the
@@ -443,39 +399,6 @@ pub(crate) fn hint(failure: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_url_words_come_out_of_the_query_and_the_rest_stays() {
-        let (url, words) = take_words(
-            "postgres://u:p@h/db?application_name=x&sslrootcert=%2Ftmp%2Fca.pem&sslmode=verify-full",
-            &["sslmode", "sslrootcert"],
-        )
-        .expect("parse");
-        assert_eq!(url, "postgres://u:p@h/db?application_name=x");
-        assert_eq!(
-            words,
-            [
-                ("sslrootcert".to_owned(), "/tmp/ca.pem".to_owned()),
-                ("sslmode".to_owned(), "verify-full".to_owned())
-            ]
-        );
-        let (url, words) = take_words("memcaches://h:1?sslcert=c&sslkey=k", &WORDS).expect("parse");
-        assert_eq!(url, "memcaches://h:1");
-        assert_eq!(words.len(), 2);
-        let (url, words) = take_words(
-            "host=h sslmode=require user=u sslrootcert='/ca.pem'",
-            &["sslmode", "sslrootcert"],
-        )
-        .expect("key=value");
-        assert_eq!(url, "host=h user=u");
-        assert_eq!(
-            words,
-            [
-                ("sslmode".to_owned(), "require".to_owned()),
-                ("sslrootcert".to_owned(), "/ca.pem".to_owned())
-            ]
-        );
-    }
 
     #[test]
     fn a_client_certificate_needs_its_key_and_no_word_is_empty() {

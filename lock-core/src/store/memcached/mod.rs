@@ -29,7 +29,7 @@ use self::failure::Failure;
 use self::keys::{MAX_TTL, exptime, lease_key};
 use self::protocol::{Code, Command, Reply};
 use self::target::target;
-use crate::store::kit::{self, CallError, Deadline, Interest, Waiters, redacted};
+use crate::store::kit::{self, CallError, Deadline, Interest, Waiters};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
 use crate::{Error, Holder, Result};
 
@@ -144,13 +144,16 @@ impl MemcachedStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when the URL is invalid (`memcaches://` in a build
-    /// without the `memcached-tls` feature names it), or the server cannot
-    /// be reached within the timeout, or is older than memcached 1.6.13
-    /// (the first whose meta protocol has everything the store sends), or
-    /// the TLS connection fails: its message says why (a CA that did not
-    /// sign the server's certificate, a client certificate the server
-    /// wants and did not get...).
+    /// - [`Error::InvalidUrl`] when the URL is invalid (`memcaches://` in
+    ///   a build without the `memcached-tls` feature names it);
+    /// - [`Error::InvalidConfig`] when a certificate file is missing or
+    ///   holds no certificate, or certificates are given for `memcache://`;
+    /// - [`Error::Store`] when the server cannot be reached within the
+    ///   timeout, or is older than memcached 1.6.13 (the first whose meta
+    ///   protocol has everything the store sends), or the TLS connection
+    ///   fails: its message says why (a CA that did not sign the server's
+    ///   certificate, a client certificate the server wants and did not
+    ///   get...).
     pub async fn connect(url: &str) -> Result<MemcachedStore> {
         Self::connect_with(url, MemcachedConfig::default()).await
     }
@@ -163,7 +166,7 @@ impl MemcachedStore {
     pub async fn connect_with(url: &str, config: MemcachedConfig) -> Result<MemcachedStore> {
         let target = target(url, &config.tls)?;
         let dialer =
-            Dialer::new(&target).map_err(|why| Error::store("connect", redacted(url), why))?;
+            Dialer::new(&target).map_err(|why| Error::invalid_config("memcached", why))?;
         let connections = (0..config.pool_size)
             .map(|_| Connection::new(dialer.clone(), config.timeout))
             .collect();

@@ -3,8 +3,8 @@
 //! the certificates of `?sslrootcert=PATH&sslcert=PATH&sslkey=PATH` (or of
 //! the configuration's [`Tls`]).
 
-use crate::Result;
-use crate::store::kit::{TLS_WORDS, Tls, redacted, scheme, take_words};
+use crate::store::kit::{StoreUrl, TLS_WORDS, Tls, invalid_url};
+use crate::{Error, Result};
 
 /// memcached's port when the URL names none.
 const DEFAULT_PORT: u16 = 11211;
@@ -22,21 +22,20 @@ pub(super) struct Target {
     pub(super) tls: Option<Tls>,
 }
 
-/// The server `url` names. `configured` is the [`Tls`] of the store's
+/// The server `url` names, read as every store URL is read
+/// ([`StoreUrl`]). `configured` is the [`Tls`] of the store's
 /// configuration, which the URL's words win over.
 pub(super) fn target(url: &str, configured: &Tls) -> Result<Target> {
     let refuse = |why: &str| {
-        crate::Error::store(
-            "connect",
-            redacted(url),
+        invalid_url(
+            url,
             format!("{why}; use a URL like memcache://127.0.0.1:11211 or memcaches://cache.internal:11211?sslrootcert=/etc/ca.pem"),
         )
     };
-    // The scheme case-blind, as `lock_core::connect` reads it to pick
-    // this store.
-    let tls = match scheme(url) {
-        Some((scheme, _)) if matches!(&*scheme, "memcache" | "memcached") => false,
-        Some((scheme, _)) if scheme == "memcaches" => true,
+    let mut parsed = StoreUrl::parse(url).map_err(|why| refuse(&why))?;
+    let tls = match parsed.scheme() {
+        "memcache" | "memcached" => false,
+        "memcaches" => true,
         _ => return Err(refuse("the URL must start with memcache:// or memcaches://")),
     };
     if tls && !cfg!(feature = "memcached-tls") {
@@ -44,55 +43,39 @@ pub(super) fn target(url: &str, configured: &Tls) -> Result<Target> {
             "`memcaches://` URLs (TLS) need lock-core's `memcached-tls` feature: enable it",
         ));
     }
-    let (rest, words) = take_words(url, &TLS_WORDS).map_err(|why| refuse(&why))?;
+    let words = parsed.take_settings(&TLS_WORDS);
     if !words.is_empty() && !tls {
         return Err(refuse(
             "`sslrootcert`, `sslcert` and `sslkey` are for TLS: use a memcaches:// URL to connect with TLS",
         ));
     }
     if !tls && !configured.is_empty() {
-        return Err(refuse(
+        return Err(Error::invalid_config(
+            "memcached",
             "a CA or client certificate is given (MemcachedConfig::tls or ConnectOptions::tls), and memcache:// is plain TCP: use a memcaches:// URL to connect with TLS",
         ));
     }
     let words = Tls::from_words(words.iter().map(|(word, value)| (&**word, &**value)))
         .map_err(|why| refuse(&why))?;
-    let rest = scheme(&rest).map_or("", |(_, rest)| rest);
-    if rest.contains('?') {
+    if parsed.query().next().is_some() || parsed.fragment().is_some() {
         return Err(refuse(
             "the URL's query may hold only `sslrootcert`, `sslcert` and `sslkey` (with memcaches://)",
         ));
     }
-    if rest.contains('@') {
+    if parsed.user().is_some() || parsed.password().is_some() {
         return Err(refuse(
             "memcached's meta protocol has no authentication (SASL needs the binary protocol); keep memcached on a private network and leave credentials out of the URL",
         ));
     }
-    let host_port = rest.trim_end_matches('/');
-    if host_port.is_empty() || host_port.contains(['/', ',', ' ']) {
+    let [host] = parsed.hosts() else {
         return Err(refuse("give exactly one server, as host or host:port"));
-    }
-    let port = match host_port.rsplit_once(':') {
-        // An IPv6 literal in brackets ends in `]`, not in a port.
-        Some((host, port)) if !port.ends_with(']') && !host_port.ends_with(']') => {
-            Some((host, port))
-        }
-        _ => None,
     };
-    let (host, address) = match port {
-        Some((host, _)) => (host, host_port.to_owned()),
-        None => (host_port, format!("{host_port}:{DEFAULT_PORT}")),
-    };
-    let host = host
-        .strip_prefix('[')
-        .and_then(|host| host.strip_suffix(']'))
-        .unwrap_or(host);
-    if host.is_empty() {
-        return Err(refuse("give exactly one server, as host or host:port"));
+    if parsed.path().is_some_and(|path| !path.is_empty()) {
+        return Err(refuse("give exactly one server, as host or host:port, with no path"));
     }
     Ok(Target {
-        address,
-        host: host.to_owned(),
+        address: format!("{}:{}", host.name(), host.port().unwrap_or(DEFAULT_PORT)),
+        host: host.bare().to_owned(),
         tls: tls.then(|| configured.clone().overridden_by(words)),
     })
 }

@@ -125,7 +125,8 @@ impl PostgresConfig {
     ///
     /// 1 to 63 bytes, without NUL: PostgreSQL cuts a longer `LISTEN`
     /// channel but refuses it in `pg_notify`, so connecting refuses it with
-    /// [`Error::Store`](crate::Error::Store) rather than let releases fail.
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) rather than
+    /// let releases fail.
     pub fn channel(self, channel: impl Into<String>) -> Self {
         PostgresConfig {
             channel: channel.into(),

@@ -10,9 +10,9 @@ use super::checkout::{Checkout, call_deadline};
 use super::listen::{self, Listener};
 use super::sql::{self, Statements};
 use super::sweep;
-use super::tls::{self, Link};
+use super::link::{self, Link};
+use super::{PostgresConfig, PostgresStore, Shared, environment};
 use crate::store::kit::tls_explained;
-use super::{PostgresConfig, PostgresStore, Shared};
 use crate::store::kit::{Background, BoxError, Waiters};
 use crate::{Error, Result};
 
@@ -25,14 +25,23 @@ impl PostgresStore {
     /// `verify-full`), and the PEM files `sslrootcert` (the CA, or `system`
     /// for the public CAs), `sslcert` and `sslkey` (a client certificate).
     /// TLS needs the `postgres-tls` feature: without it, a mode or a
-    /// certificate that needs TLS is refused. See the [store's
-    /// docs](PostgresStore#tls) for what each mode checks.
+    /// certificate that needs TLS is refused. What the URL does not say
+    /// comes from libpq's environment variables (`PGSSLMODE`, `PGHOST`...).
+    /// See the [store's docs](PostgresStore#tls) for what each mode checks,
+    /// and which variables are read.
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] when the URL is invalid, the server cannot be
-    /// reached within the timeout, or the table cannot be created (or, with
-    /// `create_table(false)`, does not exist).
+    /// - [`Error::InvalidUrl`] when the URL cannot be read, or names a
+    ///   setting or value PostgreSQL's connection strings do not take;
+    /// - [`Error::InvalidConfig`] when the configuration cannot work: a
+    ///   table, schema or channel the store refuses
+    ///   ([`PostgresConfig`]), TLS settings that contradict each other, a
+    ///   certificate file that is missing or holds no certificate;
+    /// - [`Error::Store`] when the server cannot be reached within the
+    ///   timeout, refuses the connection or its TLS handshake, or the table
+    ///   cannot be created (or, with `create_table(false)`, does not
+    ///   exist).
     pub async fn connect(url: &str) -> Result<PostgresStore> {
         Self::connect_with(url, PostgresConfig::default()).await
     }
@@ -55,7 +64,7 @@ impl PostgresStore {
             .max_size(config.pool_size)
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| Error::store("connect", shown(&link.config), e))?;
+            .map_err(|e| Error::invalid_config("postgres", format!("the pool cannot be built: {e}")))?;
         Self::start(pool, link, config).await
     }
 
@@ -81,7 +90,7 @@ impl PostgresStore {
 
     async fn start(pool: Pool, link: Link, config: PostgresConfig) -> Result<PostgresStore> {
         let shown = shown(&link.config);
-        let invalid = |why: String| Error::store("connect", shown.clone(), why);
+        let invalid = |why: String| Error::invalid_config("postgres", why);
         let named = |suffix: &str| sql::identifier(&format!("{}{suffix}", config.table));
         let (leases, fences, sweep_index) = (
             named("").map_err(invalid)?,
@@ -236,10 +245,11 @@ impl PostgresStore {
     }
 }
 
-/// Where and how `url` says to connect, with `config`'s certificates where
-/// the URL names none, or an error that never shows the password.
+/// Where and how `url` says to connect, with `config`'s certificates and
+/// libpq's environment variables for what the URL does not say, or an
+/// error that never shows the password.
 fn parse_url(url: &str, config: &PostgresConfig) -> Result<Link> {
-    tls::link(url, &config.tls).map_err(|why| Error::store("connect", "(the PostgreSQL URL)", why))
+    link::link(url, &config.tls, &environment::process)
 }
 
 /// `user@host:port/database` of `config`, never its password.

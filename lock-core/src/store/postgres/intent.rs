@@ -14,7 +14,8 @@ use std::time::SystemTime;
 
 use tokio_postgres::types::Type;
 
-use super::{PostgresStore, names, payload_of};
+use super::names::{self, payload_of};
+use super::PostgresStore;
 use crate::store::Wakeup;
 use crate::store::kit::Interest;
 

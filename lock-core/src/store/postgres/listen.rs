@@ -16,7 +16,8 @@ use std::time::Duration;
 use tokio_postgres::AsyncMessage;
 
 use super::sql::quoted;
-use super::tls::{Link, Stream};
+use super::link::Link;
+use super::tls::Stream;
 use crate::store::kit::{Backoff, Deadline, Waiters};
 
 /// How often the connection checks that the server still answers.

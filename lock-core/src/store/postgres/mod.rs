@@ -1,6 +1,8 @@
 //! Leases in PostgreSQL: the database most applications already run.
 //!
-//! One job per file: [`config`] (the settings), [`connect`] (the pool, the
+//! One job per file: [`config`] (the settings), [`link`] (where and how
+//! to connect: the connection string, read by [`conninfo`], with libpq's
+//! [`environment`] and [`tls`]), [`connect`] (the pool, the
 //! tables found or created, the background tasks started), [`sql`] (the
 //! table and the one statement behind each operation), [`listen`] (the
 //! `LISTEN` connection that wakes waiters), [`sweep`] (deleting rows their
@@ -13,13 +15,15 @@
 mod checkout;
 mod config;
 mod connect;
+mod conninfo;
+mod environment;
 mod intent;
+mod link;
 mod listen;
 mod names;
 mod read;
 mod sql;
 mod sweep;
-mod conninfo;
 mod tls;
 pub(crate) mod url;
 
@@ -36,10 +40,6 @@ use self::sql::Statements;
 use crate::store::kit::{self, Background, BoxError, Interest, Waiters};
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore, Wakeup};
 use crate::{Error, Holder, Result};
-
-/// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
-/// with an empty payload, which wakes every waiter of the process.
-const MAX_PAYLOAD: usize = 7000;
 
 /// Leases kept in a PostgreSQL table, shared by every process that uses the
 /// same database and table.
@@ -83,28 +83,54 @@ const MAX_PAYLOAD: usize = 7000;
 /// # TLS
 ///
 /// With the `postgres-tls` feature, the URL's `sslmode` and certificates
-/// say whether and how, by libpq's rules:
+/// (or libpq's environment variables, below) say whether and how, by
+/// libpq's rules:
 ///
 /// | `sslmode` | without a CA | with a CA (`sslrootcert=PATH`) |
 /// |---|---|---|
 /// | not given | plain, unless a client certificate is given (then as `require`) | TLS, the chain checked |
 /// | `disable` | plain | refused: a CA asks for TLS |
-/// | `prefer` | TLS if the server offers it, the certificate unchecked; else plain | TLS if offered, the chain checked |
+/// | `prefer` | TLS if the server offers it, the certificate unchecked; **plain text if it answers that it has no TLS** | the same, the chain checked when TLS is used: **plain text if the server answers that it has none** |
 /// | `require` | TLS, the certificate unchecked | TLS, the chain checked |
 /// | `verify-ca` | refused: nothing to check against | TLS, the chain checked |
 /// | `verify-full` | refused, unless `sslrootcert=system` (the public CAs) | TLS, the chain and the host name checked |
 ///
+/// **`prefer` protects nothing against an attacker, CA or not**: as in
+/// libpq, when the server (or anyone between, who needs no certificate to
+/// do it) answers the request for TLS with "no", the connection goes on in
+/// plain text, password and leases included. A CA with `prefer` checks the
+/// certificate of a server that does answer in TLS; it does not make TLS
+/// happen. Ask for `require`, or `verify-full` to also know whom you talk
+/// to.
+///
 /// Two choices differ from libpq, both to fail closed: without `sslmode`
 /// and certificates a connection is plain (libpq tries TLS and takes any
 /// certificate, no safer against an attacker), so enabling the feature
-/// changes how no existing URL connects; and a check that fails is an
-/// error, never a fall back to plain. `prefer` stays plain when the server
-/// (or anyone between) answers that it has no TLS, whatever the CA: ask
-/// for `require` or `verify-full` to be sure of TLS. `sslcert=PATH&sslkey=PATH` is a
-/// client certificate, for `cert` authentication or `clientcert=` in
-/// `pg_hba.conf`. The certificates can also come from
-/// [`PostgresConfig::tls`] or [`ConnectOptions::tls`](crate::ConnectOptions::tls);
-/// the URL's words win.
+/// changes how no existing URL connects; and a certificate check that
+/// fails is an error, never a fall back to plain (the fall back above is
+/// `prefer`'s, when the server offers no TLS at all).
+/// `sslcert=PATH&sslkey=PATH` is a client certificate, for `cert`
+/// authentication or `clientcert=` in `pg_hba.conf`. The certificates can
+/// also come from [`PostgresConfig::tls`] or
+/// [`ConnectOptions::tls`](crate::ConnectOptions::tls); the URL's words
+/// win.
+///
+/// What the URL (or `key=value` string) does not say comes from libpq's
+/// environment variables, as libpq reads them (tokio-postgres reads none):
+/// `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`,
+/// `PGSSLNEGOTIATION`, and `PGHOST`, `PGHOSTADDR`, `PGPORT`,
+/// `PGDATABASE`, `PGUSER`, `PGPASSWORD`, `PGOPTIONS`, `PGAPPNAME`,
+/// `PGCONNECT_TIMEOUT`, `PGTARGETSESSIONATTRS`, `PGCHANNELBINDING`,
+/// `PGLOADBALANCEHOSTS`. Each stands for its setting only where the URL
+/// leaves that setting out: the URL wins, and a certificate of
+/// [`PostgresConfig::tls`] wins over the variables' (with `sslmode=disable`
+/// their certificates are left unused, as libpq leaves them). So a
+/// deployment that sets `PGSSLMODE=verify-full` and `PGSSLROOTCERT` gets
+/// TLS, or a refusal saying why. An empty variable counts as unset; a
+/// refusal names the variables that had a part. Not read: `PGSERVICE`,
+/// `PGPASSFILE` (`~/.pgpass`), `PGSSLCRL`, `PGSSLCRLDIR`, `PGREQUIRESSL`,
+/// `PGGSSENCMODE`, and libpq's default files (`~/.postgresql/root.crt`,
+/// `postgresql.crt`, `postgresql.key`).
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> lock_core::Result<()> {
@@ -302,7 +328,7 @@ impl PostgresStore {
     /// Release, or force-release when `token` is `None`.
     async fn free(&self, operation: &'static str, key: &str, token: Option<&str>) -> Result<bool> {
         let stored = names::stored(key);
-        let payload = payload_of(key);
+        let payload = names::payload_of(key);
         let rows = self
             .query(
                 operation,
@@ -345,19 +371,6 @@ fn held(row: &tokio_postgres::Row) -> std::result::Result<Holder, tokio_postgres
     })
 }
 
-/// What a notification about `key` carries: the name. Waiters know the
-/// name, not its row name: a name kept as a hash (or too long to send) is
-/// sent as nothing, which wakes every waiter of each process instead. So
-/// is a name starting with `+`, which would read as the announcement of a
-/// new holder (`+` and the name) of the name after it.
-fn payload_of(key: &str) -> &str {
-    if names::is_raw(key) && key.len() < MAX_PAYLOAD && !key.starts_with('+') {
-        key
-    } else {
-        ""
-    }
-}
-
 /// Microseconds of `ttl`, for the statements.
 fn micros(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX)
@@ -378,7 +391,7 @@ impl LockStore for PostgresStore {
             // An election's new leader is announced to observers: `+` and
             // the name (see `payload_of` for names that cannot be sent).
             // No channel, no announcement: other fenced leases.
-            let announced = format!("+{}", payload_of(request.key));
+            let announced = format!("+{}", names::payload_of(request.key));
             let channel = request
                 .announce
                 .then_some(self.shared.config.channel.as_str());
@@ -571,19 +584,5 @@ impl fmt::Debug for PostgresStore {
             .field("timeout", &self.shared.config.timeout)
             .field("waited_keys", &self.shared.waiters.len())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::payload_of;
-
-    #[test]
-    fn a_name_that_starts_with_a_plus_is_never_sent_as_one() {
-        // `+` and a name announce that name's new holder: a release of
-        // `+w` sent as `+w` would wake the observers of `w` and none of
-        // its own waiters, who would sleep on until its holder's TTL.
-        assert_eq!(payload_of("lock:w"), "lock:w");
-        assert_eq!(payload_of("+w"), "", "sent as nothing: every waiter wakes");
     }
 }

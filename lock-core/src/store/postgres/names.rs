@@ -108,6 +108,23 @@ fn head(key: &str) -> &str {
     &key[..end]
 }
 
+/// A `NOTIFY` payload must stay under 8000 bytes; a longer name is announced
+/// with an empty payload, which wakes every waiter of the process.
+const MAX_PAYLOAD: usize = 7000;
+
+/// What a notification about `key` carries: the name. Waiters know the
+/// name, not its row name: a name kept as a hash (or too long to send) is
+/// sent as nothing, which wakes every waiter of each process instead. So
+/// is a name starting with `+`, which would read as the announcement of a
+/// new holder (`+` and the name) of the name after it.
+pub(super) fn payload_of(key: &str) -> &str {
+    if is_raw(key) && key.len() < MAX_PAYLOAD && !key.starts_with('+') {
+        key
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +193,14 @@ mod tests {
 
     fn stored_of(key: &str) -> String {
         stored(key).into_owned()
+    }
+
+    #[test]
+    fn a_name_that_starts_with_a_plus_is_never_sent_as_one() {
+        // `+` and a name announce that name's new holder: a release of
+        // `+w` sent as `+w` would wake the observers of `w` and none of
+        // its own waiters, who would sleep on until its holder's TTL.
+        assert_eq!(payload_of("lock:w"), "lock:w");
+        assert_eq!(payload_of("+w"), "", "sent as nothing: every waiter wakes");
     }
 }

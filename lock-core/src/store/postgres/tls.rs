@@ -5,12 +5,13 @@
 //! cancel requests alike.
 //!
 //! tokio-postgres knows only `disable`, `prefer` and `require`, and no
-//! certificate files: the words are taken out of the URL here, the mode
-//! handed on as the nearest of those three, and the checking of the
-//! server's certificate set in the rustls configuration
-//! (`tokio-postgres-rustls`) that every connection uses. Without the
-//! `postgres-tls` feature connections are plain, and a mode or a
-//! certificate that needs TLS is refused at connect.
+//! certificate files: the words are taken out of the connection string
+//! (or come from libpq's environment) in [`link`](super::link), the mode
+//! is handed on as the nearest of those three ([`plan`]), and the checking
+//! of the server's certificate set in the rustls configuration
+//! (`tokio-postgres-rustls`) that every connection uses ([`connector`]).
+//! Without the `postgres-tls` feature connections are plain, and a mode or
+//! a certificate that needs TLS is refused at connect.
 
 use std::fmt;
 
@@ -18,8 +19,7 @@ use tokio_postgres::Socket;
 use tokio_postgres::config::SslMode as WireMode;
 use tokio_postgres::tls::MakeTlsConnect;
 
-use super::conninfo;
-use crate::store::kit::{TLS_WORDS, Tls};
+use crate::store::kit::Tls;
 
 #[cfg(feature = "postgres-tls")]
 type Inner = tokio_postgres_rustls::MakeRustlsConnect;
@@ -70,7 +70,7 @@ pub(super) enum SslMode {
 }
 
 impl SslMode {
-    fn parse(word: &str) -> Result<SslMode, String> {
+    pub(super) fn parse(word: &str) -> Result<SslMode, String> {
         Ok(match word {
             "disable" => SslMode::Disable,
             "prefer" => SslMode::Prefer,
@@ -124,7 +124,7 @@ pub(super) enum Check {
 
 /// Where the trusted CAs come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Roots {
+pub(super) enum Roots {
     /// None given.
     None,
     /// `sslrootcert=PATH` or a [`Tls`] CA.
@@ -140,7 +140,7 @@ enum Roots {
 /// and take any certificate, no safer, and enabling the `postgres-tls`
 /// feature must not change how existing URLs connect); and a check that
 /// fails is an error, never a fallback to plain.
-fn plan(mode: Option<SslMode>, roots: Roots, identity: bool) -> Result<(WireMode, Check), String> {
+pub(super) fn plan(mode: Option<SslMode>, roots: Roots, identity: bool) -> Result<(WireMode, Check), String> {
     let weak_with_system = |mode: SslMode| {
         format!("sslmode={mode} checks less than sslrootcert=system asks (the public CAs, and the host name): use sslmode=verify-full")
     };
@@ -186,83 +186,8 @@ fn plan(mode: Option<SslMode>, roots: Roots, identity: bool) -> Result<(WireMode
     })
 }
 
-/// Where and how to connect: what a URL and a [`Tls`] come to.
-#[derive(Clone)]
-pub(super) struct Link {
-    /// tokio-postgres's settings, the TLS words taken out.
-    pub(super) config: tokio_postgres::Config,
-    /// How the server's certificate is checked.
-    pub(super) check: Check,
-    /// The connector for the check and the certificates.
-    pub(super) connector: Connector,
-}
-
-/// Reads `url` (a `postgres://` URL or a libpq `key=value` string) with
-/// `configured` as the certificates the URL's words do not name.
-pub(super) fn link(url: &str, configured: &Tls) -> Result<Link, String> {
-    let mut words = vec!["sslmode"];
-    words.extend(TLS_WORDS);
-    let (rest, taken) = conninfo::take(url, &words)?;
-    let mut mode = None;
-    let mut files = Vec::new();
-    // The last `sslrootcert` wins, as in libpq: `system` or a file.
-    let mut root = None;
-    for (word, value) in &taken {
-        match word.as_str() {
-            "sslmode" => mode = Some(SslMode::parse(value)?),
-            "sslrootcert" => root = Some(value.as_str()),
-            _ => files.push((word.as_str(), value.as_str())),
-        }
-    }
-    let system = root == Some("system");
-    if let Some(file) = root.filter(|root| *root != "system") {
-        files.push(("sslrootcert", file));
-    }
-    let mut tls = configured
-        .clone()
-        .overridden_by(Tls::from_words(files)?);
-    if system {
-        tls = tls.without_ca();
-    }
-    let roots = match (system, tls.has_ca()) {
-        (true, _) => Roots::System,
-        (false, true) => Roots::Given,
-        (false, false) => Roots::None,
-    };
-    let (wire, check) = plan(mode, roots, tls.has_identity())?;
-    // Without TLS in the build, `prefer` finds none to use and connects
-    // plain, as libpq built without it does.
-    #[cfg(not(feature = "postgres-tls"))]
-    let check = if wire == WireMode::Prefer && check == Check::Unchecked {
-        Check::Plain
-    } else {
-        check
-    };
-    let mut config = rest.parse::<tokio_postgres::Config>().map_err(|e| {
-        format!("{e}; use a URL like postgres://user@127.0.0.1:5432/database?sslmode=verify-full")
-    })?;
-    // Every `sslmode` was taken out above, so tokio-postgres must see its
-    // default: one it read anyway was written in a way not read here, and
-    // would be overwritten by the plan. Refused, never guessed.
-    if config.get_ssl_mode() != WireMode::Prefer {
-        return Err("the connection string names sslmode in a way that could not be read (write sslmode=MODE, in the URL's query or as one key=value setting)".to_owned());
-    }
-    if config.get_ssl_negotiation() == tokio_postgres::config::SslNegotiation::Direct
-        && check == Check::Plain
-    {
-        return Err("sslnegotiation=direct starts with TLS, and this connection asks for none: add sslmode=require or sslmode=verify-full".to_owned());
-    }
-    config.ssl_mode(wire);
-    let connector = connector(check, &tls)?;
-    Ok(Link {
-        config,
-        check,
-        connector,
-    })
-}
-
 #[cfg(feature = "postgres-tls")]
-fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
+pub(super) fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
     use crate::store::kit::{Verify, client_config};
     let verify = match check {
         Check::Full => Verify::Full,
@@ -280,7 +205,7 @@ fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
 }
 
 #[cfg(not(feature = "postgres-tls"))]
-fn connector(check: Check, _: &Tls) -> Result<Connector, String> {
+pub(super) fn connector(check: Check, _: &Tls) -> Result<Connector, String> {
     match check {
         Check::Plain => Ok(Connector(tokio_postgres::NoTls)),
         _ => Err(
@@ -293,10 +218,6 @@ fn connector(check: Check, _: &Tls) -> Result<Connector, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn read(url: &str) -> Result<(WireMode, Check), String> {
-        link(url, &Tls::new()).map(|link| (link.config.get_ssl_mode(), link.check))
-    }
 
     // libpq's table, as `plan` reads it; `None` for a refusal.
     #[test]
@@ -333,103 +254,5 @@ mod tests {
         }
         let why = plan(Some(SslMode::VerifyFull), Roots::None, false).expect_err("no CA");
         assert!(why.contains("sslrootcert=system"), "{why}");
-    }
-
-    #[test]
-    fn without_sslmode_or_certificates_a_connection_is_plain() {
-        assert_eq!(read("postgres://u@h/db"), Ok((WireMode::Disable, Check::Plain)));
-        assert_eq!(read("host=h user=u"), Ok((WireMode::Disable, Check::Plain)));
-    }
-
-    // libpq takes the last `sslrootcert`: a file after `system` is the CA.
-    #[cfg(feature = "postgres-tls")]
-    #[test]
-    fn the_last_sslrootcert_wins() {
-        let why = read(
-            "postgres://u@h/db?sslmode=verify-full&sslrootcert=system&sslrootcert=/nonexistent/ca.pem",
-        )
-        .expect_err("the file is the CA, and it is missing");
-        assert!(why.contains("/nonexistent/ca.pem"), "{why}");
-    }
-
-    #[test]
-    fn direct_negotiation_without_tls_is_refused() {
-        for url in [
-            "postgres://u@h/db?sslnegotiation=direct",
-            "host=h sslnegotiation=direct sslmode=disable",
-        ] {
-            let why = read(url).expect_err(url);
-            assert!(why.contains("sslnegotiation=direct"), "{url}: {why}");
-        }
-    }
-
-    #[test]
-    fn an_unknown_mode_is_refused_naming_the_known_ones() {
-        for bad in ["postgres://u@h/db?sslmode=strict", "postgres://u@h/db?sslmode=allow"] {
-            let why = read(bad).expect_err(bad);
-            assert!(why.contains("sslmode="), "{bad}: {why}");
-        }
-    }
-
-    #[test]
-    fn the_words_tokio_postgres_does_not_know_are_taken_out() {
-        let link = link(
-            "postgres://u@h:5433/db?application_name=locks&sslmode=disable",
-            &Tls::new(),
-        )
-        .expect("a URL tokio-postgres reads once the words are out");
-        assert_eq!(link.config.get_application_name(), Some("locks"));
-        assert_eq!(link.config.get_ssl_mode(), WireMode::Disable);
-        let link = link_of("host=h user=u password='a  b'");
-        assert_eq!(link.config.get_password(), Some(&b"a  b"[..]), "values kept as written");
-    }
-
-    fn link_of(url: &str) -> Link {
-        link(url, &Tls::new()).unwrap_or_else(|why| panic!("{url}: {why}"))
-    }
-
-    // A mode that asks for TLS is never lost to the way it is written.
-    #[cfg(feature = "postgres-tls")]
-    #[test]
-    fn a_mode_however_written_is_the_one_used() {
-        for url in [
-            "host=h user=u sslmode = require",
-            "host=h application_name=svc://x sslmode=require",
-            "postgres://u@h/db?sslmode=require",
-        ] {
-            assert_eq!(read(url), Ok((WireMode::Require, Check::Unchecked)), "{url}");
-        }
-    }
-
-    #[cfg(feature = "postgres-tls")]
-    #[test]
-    fn a_ca_is_read_when_connecting_is_set_up_and_named_when_missing() {
-        let why = read("postgres://u@h/db?sslmode=require&sslrootcert=/nonexistent/ca.pem")
-            .expect_err("the CA is read when connecting is set up");
-        assert!(why.contains("/nonexistent/ca.pem"), "{why}");
-        assert_eq!(
-            read("postgres://u@h/db?sslmode=verify-full&sslrootcert=system"),
-            Ok((WireMode::Require, Check::Full)),
-            "the public CAs"
-        );
-    }
-
-    #[cfg(not(feature = "postgres-tls"))]
-    #[test]
-    fn a_mode_that_needs_tls_is_refused_without_the_feature() {
-        for url in [
-            "postgres://u@h/db?sslmode=require",
-            "host=h user=u sslmode = require",
-            "postgres://u@h/db?sslmode=verify-full&sslrootcert=system",
-            "postgres://u@h/db?sslrootcert=/ca.pem",
-        ] {
-            let why = read(url).expect_err(url);
-            assert!(why.contains("postgres-tls"), "{url}: {why}");
-        }
-        assert_eq!(
-            read("postgres://u@h/db?sslmode=prefer"),
-            Ok((WireMode::Prefer, Check::Plain)),
-            "prefer finds no TLS to use, and connects plain"
-        );
     }
 }

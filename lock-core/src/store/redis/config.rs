@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use crate::store::kit::Tls;
 
+/// The store's name in [`Error::InvalidConfig`](crate::Error::InvalidConfig),
+/// as [`LockStore::name`](crate::LockStore::name) gives it.
+pub(super) const STORE: &str = "redis";
+
 /// The default pub/sub channel releases are announced on.
 const DEFAULT_CHANNEL: &str = "lock-core:released";
 

@@ -12,17 +12,18 @@ use ::redis::{AsyncConnectionConfig, Client, RedisError};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::acked::{AckedPool, Opener};
-use super::config::RedisConfig;
+use super::config::{RedisConfig, STORE};
 use super::scripts::Scripts;
 use super::sentinel::{SentinelConnection, SentinelUrl};
 use super::sharded::ShardedListener;
 use super::shared::{Connection, Shared};
 use super::wakeups::{Listener, Nodes};
 use crate::store::kit::{
-    Background, CallError, Deadline, TLS_WORDS, Tls, Waiters, Watch, redacted, take_words,
-    tls_explained,
+    Background, CallError, Deadline, StoreUrl, TLS_WORDS, Tls, Waiters, Watch, invalid_url, scrub,
+    scrub_all, secrets, tls_explained,
 };
 use crate::{Error, Result};
+
 
 /// The store's deadline for one call.
 pub(super) fn deadline(config: &RedisConfig) -> Deadline {
@@ -42,83 +43,94 @@ pub(super) fn write_deadline(config: &RedisConfig) -> Deadline {
     }
 }
 
-/// The certificates `url`'s `sslrootcert`, `sslcert` and `sslkey` name,
-/// over `configured`, and the URL without those words.
-pub(super) fn certificates(url: &str, configured: &Tls) -> Result<(String, Tls)> {
-    let invalid = |why: String| Error::store("connect", redacted(url), why);
-    let (rest, words) = take_words(url, &TLS_WORDS).map_err(invalid)?;
+/// How a valid URL of one server looks, for the errors.
+const EXAMPLE: &str = "use a URL like redis://[user:password@]host:6379[/db], rediss://... for TLS, or redis+unix:///path/to/socket";
+
+/// `url` read, and the certificates its `sslrootcert`, `sslcert` and
+/// `sslkey` name over `configured`, those words taken out of it.
+pub(super) fn read(url: &str, configured: &Tls) -> Result<(StoreUrl, Tls)> {
+    let mut parsed = StoreUrl::parse(url).map_err(|why| invalid_url(url, format!("{why}; {EXAMPLE}")))?;
+    let words = parsed.take_settings(&TLS_WORDS);
     let named = Tls::from_words(
         words
             .iter()
             .map(|(word, value)| (word.as_str(), value.as_str())),
     )
-    .map_err(invalid)?;
-    Ok((rest, configured.clone().overridden_by(named)))
+    .map_err(|why| Error::invalid_config(STORE, why))?;
+    Ok((parsed, configured.clone().overridden_by(named)))
 }
 
-/// A client for `url` with `configured` certificates, or an error that says
-/// what a valid URL looks like (and never shows the URL's password).
+/// A client for the one server `url` names, with `configured`
+/// certificates, or an error that says what a valid URL looks like (and
+/// never shows the URL's password).
 pub(super) fn open_client(url: &str, configured: &Tls) -> Result<Client> {
-    let (url, tls) = certificates(url, configured)?;
-    let url = url.as_str();
-    if !tls.is_empty() {
-        return tls_client(url, &tls);
+    let (parsed, tls) = read(url, configured)?;
+    if parsed.hosts().len() > 1 {
+        return Err(invalid_url(
+            url,
+            format!(
+                "a {}:// URL names one server; for a cluster write redis+cluster://host:port,host:port, or several URLs separated by commas",
+                parsed.scheme()
+            ),
+        ));
     }
-    Client::open(url).map_err(|e| {
-        let shown = redacted(url);
-        if e.to_string().contains("TLS") || url.starts_with("rediss") {
-            Error::store(
-                "connect",
-                shown,
-                format!(
-                    "{e}; `rediss://` URLs need lock-core's `redis-tls` feature, and the URL must be valid"
-                ),
+    // The client reads the URL as written again from what was read here,
+    // so that it takes the password `url` was read to hold.
+    let client_url = parsed.to_client_url();
+    if !tls.is_empty() {
+        return tls_client(url, &client_url, &tls);
+    }
+    Client::open(client_url.as_str()).map_err(|e| {
+        let why = if e.to_string().contains("TLS") || parsed.scheme().starts_with("rediss") {
+            format!(
+                "{e}; `rediss://` URLs need lock-core's `redis-tls` feature, and the URL must be valid"
             )
         } else {
-            Error::store(
-                "connect",
-                shown,
-                format!("{e}; use a URL like redis://[user:password@]host:6379[/db]"),
-            )
-        }
+            format!("{e}; {EXAMPLE}")
+        };
+        invalid_url(url, scrub(&why, url))
     })
 }
 
-/// A client for the `rediss://` server `url` that trusts `tls`'s CA and
-/// presents its client certificate.
+/// A client for the `rediss://` server `client_url` (read from `url`)
+/// that trusts `tls`'s CA and presents its client certificate.
 #[cfg(feature = "redis-tls")]
-fn tls_client(url: &str, tls: &Tls) -> Result<Client> {
-    let failed = |why: String| Error::store("connect", redacted(url), why);
-    if !url.to_ascii_lowercase().starts_with("rediss://") {
-        return Err(failed(
-            "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) is for TLS: write the URL as rediss://"
-                .to_owned(),
+fn tls_client(url: &str, client_url: &str, tls: &Tls) -> Result<Client> {
+    let refused = |why: String| Error::invalid_config(STORE, why);
+    if !client_url.starts_with("rediss://") {
+        return Err(invalid_url(
+            url,
+            "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) is for TLS: write the URL as rediss://",
         ));
     }
-    let root_cert = tls.ca_bytes().map_err(failed)?.map(|ca| ca.into_owned());
+    let root_cert = tls.ca_bytes().map_err(refused)?.map(|ca| ca.into_owned());
     let client_tls = tls
         .identity_bytes()
-        .map_err(failed)?
+        .map_err(refused)?
         .map(|(cert, key)| ::redis::ClientTlsConfig {
             client_cert: cert.into_owned(),
             client_key: key.into_owned(),
         });
     Client::build_with_tls(
-        url,
+        client_url,
         ::redis::TlsCertificates {
             client_tls,
             root_cert,
         },
     )
-    .map_err(|e| failed(format!("{e}; check the CA and client certificate files (PEM)")))
+    .map_err(|e| {
+        refused(scrub(
+            &format!("{e}; check the CA and client certificate files (PEM)"),
+            url,
+        ))
+    })
 }
 
 /// Without TLS in this build: a CA or client certificate is refused.
 #[cfg(not(feature = "redis-tls"))]
-fn tls_client(url: &str, _: &Tls) -> Result<Client> {
-    Err(Error::store(
-        "connect",
-        redacted(url),
+fn tls_client(_: &str, _: &str, _: &Tls) -> Result<Client> {
+    Err(Error::invalid_config(
+        STORE,
         "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) needs TLS, and this build has none: enable lock-core's `redis-tls` feature",
     ))
 }
@@ -126,13 +138,12 @@ fn tls_client(url: &str, _: &Tls) -> Result<Client> {
 /// Refuses a CA or client certificate for a deployment whose TLS clients
 /// the store does not build from them (a cluster, the sentinels).
 pub(super) fn no_certificates(url: &str, configured: &Tls, deployment: &str) -> Result<()> {
-    let (_, tls) = certificates(url, configured)?;
+    let (_, tls) = read(url, configured)?;
     if tls.is_empty() {
         Ok(())
     } else {
-        Err(Error::store(
-            "connect",
-            redacted(url),
+        Err(Error::invalid_config(
+            STORE,
             format!(
                 "a CA or client certificate (sslrootcert, sslcert, sslkey, or a Tls) is taken for one Redis server only, not for {deployment}; remove it, and use a server certificate a public CA signed"
             ),
@@ -146,9 +157,8 @@ pub(super) fn no_certificates_given(config: &RedisConfig, client: &str) -> Resul
     if config.tls.is_empty() {
         Ok(())
     } else {
-        Err(Error::store(
-            "connect",
-            "(the given client)",
+        Err(Error::invalid_config(
+            STORE,
             format!(
                 "RedisConfig::tls names certificates, which {client} does not use: give them to the client (redis::Client::build_with_tls, or the cluster builder's certs)"
             ),
@@ -163,9 +173,8 @@ pub(super) fn cluster_clients(
     config: &RedisConfig,
 ) -> Result<(ClusterClient, Vec<Client>)> {
     if urls.is_empty() {
-        return Err(Error::store(
-            "connect",
-            "(no cluster nodes)",
+        return Err(Error::invalid_config(
+            STORE,
             "no cluster node URLs were given; pass at least one, for example \"redis://10.0.0.1:6379\"",
         ));
     }
@@ -176,11 +185,19 @@ pub(super) fn cluster_clients(
         .iter()
         .map(|url| open_client(url, &Tls::new()))
         .collect::<Result<Vec<_>>>()?;
-    let client = ClusterClient::builder(urls.iter().copied())
+    let seeds = urls
+        .iter()
+        .map(|url| read(url, &Tls::new()).map(|(parsed, _)| parsed.to_client_url()))
+        .collect::<Result<Vec<_>>>()?;
+    let client = ClusterClient::builder(seeds)
         .connection_timeout(config.timeout)
         .response_timeout(config.timeout)
         .build()
-        .map_err(|e| Error::store("connect", "(cluster nodes)", e))?;
+        .map_err(|e| {
+            let why = format!("the cluster's node URLs cannot be used: {e}");
+            let secrets: Vec<String> = urls.iter().flat_map(|url| secrets(url)).collect();
+            Error::invalid_config(STORE, scrub_all(&why, &secrets))
+        })?;
     Ok((client, subscribers))
 }
 
@@ -218,8 +235,7 @@ pub(super) async fn single(client: Client, config: RedisConfig) -> Result<Shared
 /// needs, connected: the sentinels answered and named a primary that
 /// answers.
 pub(super) async fn sentinel(url: &str, config: RedisConfig) -> Result<Shared> {
-    let parsed = SentinelUrl::parse(url)
-        .map_err(|why| Error::store("connect", "(the Sentinel URL)", why))?;
+    let parsed = SentinelUrl::parse(url).map_err(|why| invalid_url(url, why))?;
     let shown = parsed.shown();
     let connection = SentinelConnection::open(&parsed, config.timeout).await?;
     deadline(&config)
@@ -244,9 +260,8 @@ pub(super) async fn cluster(
     config: RedisConfig,
 ) -> Result<Shared> {
     if subscribers.is_empty() {
-        return Err(Error::store(
-            "connect",
-            "(cluster)",
+        return Err(Error::invalid_config(
+            STORE,
             "no subscriber clients were given; pass a `redis::Client` for at least one cluster node",
         ));
     }

@@ -314,12 +314,20 @@ impl RedisStore {
     /// (with the `redis-tls` feature). See [Redis with
     /// replicas](RedisStore#redis-with-replicas).
     ///
+    /// The URL is read as every store URL is
+    /// ([`StoreUrl`](crate::store::kit::StoreUrl)): a password may hold
+    /// any character but `/` unescaped.
+    ///
     /// # Errors
     ///
-    /// [`Error::Store`](crate::Error::Store) when the URL is invalid or the
-    /// server cannot be reached, or does not answer, within the timeout;
-    /// behind Sentinel, also when no sentinel answers or none knows the
-    /// service.
+    /// - [`Error::InvalidUrl`](crate::Error::InvalidUrl) when the URL
+    ///   cannot be read or is invalid for Redis;
+    /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) when a
+    ///   certificate file is missing or holds no certificate, or
+    ///   certificates are given where the store cannot use them;
+    /// - [`Error::Store`](crate::Error::Store) when the server cannot be
+    ///   reached, or does not answer, within the timeout; behind Sentinel,
+    ///   also when no sentinel answers or none knows the service.
     pub async fn connect(url: &str) -> Result<RedisStore> {
         Self::connect_with(url, RedisConfig::default()).await
     }
@@ -353,8 +361,10 @@ impl RedisStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`](crate::Error::Store) when `urls` is empty, a URL is
-    /// invalid, or no seed answers within the timeout.
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `urls`
+    /// is empty or names certificates; [`Error::InvalidUrl`](crate::Error::InvalidUrl)
+    /// when a URL is invalid; [`Error::Store`](crate::Error::Store) when no
+    /// seed answers within the timeout.
     pub async fn cluster(urls: &[&str]) -> Result<RedisStore> {
         Self::cluster_with(urls, RedisConfig::default()).await
     }

@@ -23,8 +23,9 @@ use ::redis::{
     RedisFuture, RedisResult, ServerErrorKind, TlsMode, Value,
 };
 
+use super::config::STORE;
 use crate::store::BoxFuture;
-use crate::store::kit::{percent_decode as decode, scheme};
+use crate::store::kit::{StoreUrl, scheme};
 use crate::{Error, Result};
 
 /// The port of a sentinel given without one.
@@ -58,72 +59,55 @@ const EXAMPLE: &str = "use a URL like redis+sentinel://[user:password@]127.0.0.1
 
 impl SentinelUrl {
     /// Reads `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?query]`
-    /// (`rediss+sentinel://` for TLS). The query may give `db`,
-    /// `sentinel_username` and `sentinel_password`. Errors never show a
-    /// password.
+    /// (`rediss+sentinel://` for TLS) as every store URL is read
+    /// ([`StoreUrl`]). The query may give `db`, `sentinel_username` and
+    /// `sentinel_password`. Errors never show a password.
     pub(super) fn parse(url: &str) -> std::result::Result<SentinelUrl, String> {
-        let (tls, rest) = match scheme(url) {
-            Some((scheme, rest)) if scheme == "redis+sentinel" => (false, rest),
-            Some((scheme, rest)) if scheme == "rediss+sentinel" => (true, rest),
+        let parsed = StoreUrl::parse(url).map_err(|why| format!("{why}; {EXAMPLE}"))?;
+        let tls = match parsed.scheme() {
+            "redis+sentinel" => false,
+            "rediss+sentinel" => true,
             _ => return Err(format!("not a Sentinel URL; {EXAMPLE}")),
         };
-        let (rest, query) = match rest.split_once('?') {
-            Some((rest, query)) => (rest, Some(query)),
-            None => (rest, None),
-        };
-        let (authority, service) = rest
-            .split_once('/')
-            .ok_or_else(|| format!("no service name after the sentinels; {EXAMPLE}"))?;
-        let service = decode(service.trim_end_matches('/'))?;
+        let service = parsed
+            .path()
+            .ok_or_else(|| format!("no service name after the sentinels; {EXAMPLE}"))?
+            .trim_end_matches('/');
         if service.is_empty() || service.contains('/') {
             return Err(format!(
                 "the path must be the one service name the sentinels monitor; {EXAMPLE}"
             ));
         }
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((userinfo, hosts)) => (Some(userinfo), hosts),
-            None => (None, authority),
-        };
-        let (username, password) = match userinfo {
-            None => (None, None),
-            Some(userinfo) => {
-                let (user, password) = match userinfo.split_once(':') {
-                    Some((user, password)) => (user, Some(password)),
-                    None => (userinfo, None),
-                };
-                let user = (!user.is_empty()).then(|| decode(user)).transpose()?;
-                let password = password.filter(|p| !p.is_empty()).map(decode).transpose()?;
-                (user, password)
-            }
-        };
-        let sentinels = hosts
-            .split(',')
-            .map(host_port)
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut parsed = SentinelUrl {
+        if parsed.fragment().is_some() {
+            return Err(format!("a Sentinel URL has no `#` part; {EXAMPLE}"));
+        }
+        if parsed.hosts().is_empty() {
+            return Err(format!("no sentinel is named; {EXAMPLE}"));
+        }
+        let sentinels = parsed
+            .hosts()
+            .iter()
+            .map(|host| (host.bare().to_owned(), host.port().unwrap_or(SENTINEL_PORT)))
+            .collect();
+        let mut read = SentinelUrl {
             sentinels,
-            service,
+            service: service.to_owned(),
             tls,
             db: 0,
-            username,
-            password,
+            username: parsed.user().map(str::to_owned),
+            password: parsed.password().map(str::to_owned),
             sentinel_username: None,
             sentinel_password: None,
         };
-        for pair in query.into_iter().flat_map(|q| q.split('&')) {
-            if pair.is_empty() {
-                continue;
-            }
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = decode(value)?;
+        for (name, value) in parsed.query() {
             match name {
                 "db" => {
-                    parsed.db = value
+                    read.db = value
                         .parse()
-                        .map_err(|_| format!("db must be a number, not {value:?}; {EXAMPLE}"))?;
+                        .map_err(|_| format!("db must be a number; {EXAMPLE}"))?;
                 }
-                "sentinel_username" => parsed.sentinel_username = Some(value),
-                "sentinel_password" => parsed.sentinel_password = Some(value),
+                "sentinel_username" => read.sentinel_username = Some(value.to_owned()),
+                "sentinel_password" => read.sentinel_password = Some(value.to_owned()),
                 other => {
                     return Err(format!(
                         "unknown URL setting {other:?}: a Sentinel URL takes db, \
@@ -132,7 +116,7 @@ impl SentinelUrl {
                 }
             }
         }
-        Ok(parsed)
+        Ok(read)
     }
 
     /// `sentinel1,sentinel2/service`, for `Debug` and errors: never a
@@ -149,9 +133,8 @@ impl SentinelUrl {
     /// The redis crate's client for the primary of this service.
     fn client(&self) -> Result<SentinelClient> {
         if self.tls && !cfg!(feature = "redis-tls") {
-            return Err(Error::store(
-                "connect",
-                self.shown(),
+            return Err(Error::invalid_config(
+                STORE,
                 "`rediss+sentinel://` URLs need lock-core's `redis-tls` feature",
             ));
         }
@@ -190,37 +173,13 @@ impl SentinelUrl {
             }
             builder.build()
         };
-        building().map_err(|e| Error::store("connect", self.shown(), e))
+        building().map_err(|e| {
+            Error::invalid_config(
+                STORE,
+                format!("the Sentinel client for {} cannot be built: {e}", self.shown()),
+            )
+        })
     }
-}
-
-/// `host[:port]` (`[v6]:port` for IPv6), the port defaulting to 26379.
-fn host_port(part: &str) -> std::result::Result<(String, u16), String> {
-    let bad = || format!("{part:?} is not a sentinel's host:port; {EXAMPLE}");
-    if part.is_empty() {
-        return Err(bad());
-    }
-    let (host, port) = if let Some(v6) = part.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').ok_or_else(bad)?;
-        match after.strip_prefix(':') {
-            Some(port) => (host, Some(port)),
-            None if after.is_empty() => (host, None),
-            None => return Err(bad()),
-        }
-    } else {
-        match part.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (part, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad());
-    }
-    let port = match port {
-        Some(port) => port.parse().map_err(|_| bad())?,
-        None => SENTINEL_PORT,
-    };
-    Ok((host.to_owned(), port))
 }
 
 /// The command connection to the primary the sentinels name: see the

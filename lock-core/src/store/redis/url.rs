@@ -11,7 +11,7 @@
 
 use super::{RedisConfig, RedisStore};
 use crate::store::BoxFuture;
-use crate::store::kit::{invalid_url, scheme};
+use crate::store::kit::{StoreUrl, invalid_url};
 use crate::{ConnectOptions, LockManager, Result};
 
 /// A manager over the Redis store `url` names.
@@ -35,48 +35,32 @@ enum Nodes {
     Cluster(Vec<String>),
 }
 
+/// Which deployment `url` names, read as every store URL is read
+/// ([`StoreUrl`]): several URLs, or one `+cluster` URL's hosts, are a
+/// cluster's seeds; anything else is one server, or Sentinel's primary.
 fn nodes(url: &str) -> Result<Nodes> {
-    let Some((scheme, rest)) = scheme(url) else {
+    let urls = StoreUrl::parse_list(url).map_err(|why| invalid_url(url, why))?;
+    if urls.len() > 1 {
+        return Ok(Nodes::Cluster(
+            urls.iter().map(StoreUrl::to_client_url).collect(),
+        ));
+    }
+    let one = &urls[0];
+    let Some(plain) = one.scheme().strip_suffix("+cluster") else {
         return Ok(Nodes::One);
     };
-    if scheme.ends_with("+sentinel") {
-        return Ok(Nodes::One);
-    }
-    if let Some(plain) = scheme.strip_suffix("+cluster") {
-        return cluster_seeds(url, plain, rest).map(Nodes::Cluster);
-    }
-    if url.contains(',') {
-        let seeds: Vec<String> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|seed| !seed.is_empty())
-            .map(str::to_owned)
-            .collect();
-        return Ok(Nodes::Cluster(seeds));
-    }
-    Ok(Nodes::One)
-}
-
-/// `redis+cluster://[user:password@]host:port,host:port` as one URL per
-/// node of the scheme `plain`, each with the credentials.
-fn cluster_seeds(url: &str, plain: &str, rest: &str) -> Result<Vec<String>> {
-    let (credentials, hosts) = match rest.rfind('@') {
-        Some(at) => (&rest[..=at], &rest[at + 1..]),
-        None => ("", rest),
-    };
-    let seeds: Vec<String> = hosts
-        .split(',')
-        .map(|host| host.trim().trim_end_matches('/'))
-        .filter(|host| !host.is_empty())
-        .map(|host| format!("{plain}://{credentials}{host}"))
-        .collect();
-    if seeds.is_empty() {
+    if one.hosts().is_empty() {
         return Err(invalid_url(
             url,
             "a cluster URL names no node; write redis+cluster://[user:password@]host:port[,host:port...]",
         ));
     }
-    Ok(seeds)
+    Ok(Nodes::Cluster(
+        one.hosts()
+            .iter()
+            .map(|host| one.with_host(plain, host.clone()).to_client_url())
+            .collect(),
+    ))
 }
 
 /// Opens the store a URL of this store's schemes names, set up with
@@ -116,7 +100,7 @@ mod tests {
     fn a_cluster_url_becomes_one_url_per_node_with_the_credentials() {
         assert_eq!(
             nodes("redis+cluster://u:p@a:1, b:2/").expect("nodes"),
-            Nodes::Cluster(vec!["redis://u:p@a:1".into(), "redis://u:p@b:2".into()])
+            Nodes::Cluster(vec!["redis://u:p@a:1/".into(), "redis://u:p@b:2/".into()])
         );
         assert_eq!(
             nodes("rediss+cluster://a:1,b:2").expect("nodes"),
