@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use lock_core::{Leader, LockManager};
 use serde_json::{Value, json};
 
-use crate::show;
+use crate::show::{self, printable};
 use crate::{Outcome, chain};
 
 /// Shows who leads the election `name`; with `watch`, every change until
@@ -39,11 +39,13 @@ pub(crate) async fn leader(
 }
 
 /// One line: `jobs: led by 10.0.0.5:8080, term 7, for 12.5s, lease 9.8s more`,
-/// or `jobs: nobody leads`; or the same as JSON.
+/// or `jobs: nobody leads`; or the same as JSON. The name and the label
+/// are escaped in text ([`printable`]), exact in JSON.
 fn shown(name: &str, leader: Option<&Leader>, json: bool) -> String {
     if json {
         return json_of(name, leader).to_string();
     }
+    let name = printable(name);
     let Some(leader) = leader else {
         return format!("{name}: nobody leads");
     };
@@ -59,7 +61,7 @@ fn shown(name: &str, leader: Option<&Leader>, json: bool) -> String {
         });
     format!(
         "{name}: led by {}, term {}{since}, lease {} more",
-        leader.label(),
+        printable(leader.label()),
         leader.term(),
         show::remaining(leader.remaining_ttl())
     )

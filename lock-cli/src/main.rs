@@ -24,6 +24,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use lock_core::{Holder, LockManager};
 
+use crate::show::printable;
 use crate::store::Settings;
 
 const EXAMPLES: &str = "\
@@ -37,7 +38,7 @@ Examples:
   locks --url https://etcd-0.internal:2379 --sslrootcert ca.pem --sslcert ops.pem --sslkey ops.key list
 
 Exit codes: 0 done; 1 not held (or nothing released); 2 usage or connection error.
-Passwords in URLs are never printed. The URL may also come from LOCKS_URL.";
+Passwords in URLs are never printed. The URL may also come from LOCK_URL.";
 
 /// See, inspect and free the locks held in a lock-core store.
 ///
@@ -52,7 +53,7 @@ struct Cli {
     /// redis:// URLs separated by commas), redis+sentinel:// and their
     /// rediss variants (TLS); memcache://, memcached://, memcaches://;
     /// postgres://, postgresql://; etcd://, http://, https://.
-    #[arg(long, env = "LOCKS_URL", value_name = "URL", hide_env_values = true)]
+    #[arg(long, env = "LOCK_URL", value_name = "URL", hide_env_values = true)]
     url: String,
 
     /// The key prefix of the application's lock manager
@@ -172,7 +173,23 @@ pub(crate) enum Outcome {
     NotHeld,
 }
 
+/// The variable earlier versions read the URL from.
+const OLD_URL_VARIABLE: &str = "LOCKS_URL";
+
 fn main() -> ExitCode {
+    // A shell that still sets the old variable, and neither the new one
+    // nor `--url`, is told of the rename rather than asked for a URL.
+    if std::env::var_os("LOCK_URL").is_none()
+        && std::env::var_os(OLD_URL_VARIABLE).is_some()
+        && !std::env::args_os()
+            .any(|arg| arg == "--url" || arg.to_string_lossy().starts_with("--url="))
+    {
+        eprintln!(
+            "locks: {OLD_URL_VARIABLE} is set, and no longer read: the store's URL comes from \
+             LOCK_URL (the variable the application reads) or --url; rename the variable"
+        );
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -195,8 +212,11 @@ fn main() -> ExitCode {
         Ok(Outcome::NotHeld) => ExitCode::from(1),
         Err(message) => {
             // lock_core::connect's errors never show the URL's password,
-            // and the stores' errors name hosts and ports only.
-            eprintln!("locks: {message}");
+            // and the stores' errors name hosts and ports only. They may
+            // quote what a store holds: escaped, line by line.
+            for line in message.lines() {
+                eprintln!("locks: {}", printable(line));
+            }
             ExitCode::from(2)
         }
     }
@@ -242,6 +262,7 @@ async fn holder_of(locks: &LockManager, name: &str) -> Result<Option<Holder>, St
 
 async fn inspect(locks: &LockManager, name: &str, json: bool) -> Result<Outcome, String> {
     let holder = holder_of(locks, name).await?;
+    let shown = printable(name);
     match (&holder, json) {
         (Some(holder), true) => {
             let mut shown = show::json_of(name, holder);
@@ -249,8 +270,8 @@ async fn inspect(locks: &LockManager, name: &str, json: bool) -> Result<Outcome,
             println!("{shown}");
         }
         (None, true) => println!("{}", serde_json::json!({ "name": name, "held": false })),
-        (Some(holder), false) => println!("{name}: {}", described(holder)),
-        (None, false) => println!("{name}: free"),
+        (Some(holder), false) => println!("{shown}: {}", described(holder)),
+        (None, false) => println!("{shown}: free"),
     }
     Ok(match holder {
         Some(_) => Outcome::Done,
@@ -269,16 +290,19 @@ async fn release(
             "give a --reason: it is logged with the previous holder, for the record".into(),
         );
     }
+    let key = format!("{}{name}", locks.prefix());
+    // What the terminal and the log show: the name as given, the key and
+    // the holder as the store has them, all escaped.
+    let (shown, shown_key) = (printable(name), printable(&key));
     let Some(holder) = holder_of(locks, name).await? else {
-        println!("{name}: free, nothing to release");
+        println!("{shown}: free, nothing to release");
         return Ok(Outcome::NotHeld);
     };
-    println!("{name}: {}", described(&holder));
-    if !yes && !confirmed(name)? {
-        println!("{name}: left as it is");
+    println!("{shown}: {}", described(&holder));
+    if !yes && !confirmed(&shown)? {
+        println!("{shown}: left as it is");
         return Ok(Outcome::NotHeld);
     }
-    let key = format!("{}{name}", locks.prefix());
     // Compare-and-delete on the token of the holder shown: if the lock
     // changed hands since, the new holder's lease is left alone.
     let released = locks
@@ -288,21 +312,21 @@ async fn release(
         .map_err(|e| chain(&e))?;
     if !released {
         println!(
-            "{name}: its lease ended or changed hands since it was read; nothing released (run inspect again)"
+            "{shown}: its lease ended or changed hands since it was read; nothing released (run inspect again)"
         );
         return Ok(Outcome::NotHeld);
     }
     tracing::warn!(
-        lock = %name,
-        key = %key,
+        lock = %shown,
+        key = %shown_key,
         store = locks.store().name(),
-        reason = %reason,
-        previous_holder = %holder.owner(),
+        reason = %printable(reason),
+        previous_holder = %printable(holder.owner()),
         remaining_ms = holder.remaining_ttl().as_millis() as u64,
         fence = ?holder.fence(),
         "lock released by an operator"
     );
-    println!("released {name}, which was {}", described(&holder));
+    println!("released {shown}, which was {}", described(&holder));
     Ok(Outcome::Done)
 }
 
@@ -322,7 +346,7 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
 }
 
 /// "held by web-1:4242 for 9m 58s more (fence 17)"; "read by ..." for a
-/// reader.
+/// reader. The holder is escaped ([`printable`]): the store says who.
 fn described(holder: &Holder) -> String {
     let fence = holder
         .fence()
@@ -330,12 +354,13 @@ fn described(holder: &Holder) -> String {
     let verb = if holder.is_reader() { "read" } else { "held" };
     format!(
         "{verb} by {} for {} more{fence}",
-        holder.owner(),
+        printable(holder.owner()),
         show::remaining(holder.remaining_ttl())
     )
 }
 
-/// Asks on the terminal; refuses to guess anywhere else.
+/// Asks on the terminal; refuses to guess anywhere else. `name` is the
+/// lock's name as shown (escaped).
 fn confirmed(name: &str) -> Result<bool, String> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {

@@ -1,11 +1,67 @@
 //! How held locks are shown: an aligned table for people, JSON for scripts.
 //! The owner token is never shown: it is the proof of ownership.
+//!
+//! Names, holders and labels are whatever was written to the store's keys,
+//! by anyone who can write there: every one goes through [`printable`]
+//! before it reaches a terminal, so none can clear the screen, retitle the
+//! window or hide a row with escape sequences. JSON carries them exactly,
+//! escaped the JSON way.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use lock_core::Holder;
 use serde_json::{Value, json};
+
+/// `text` as a terminal can show it: every control character (C0, DEL,
+/// C1), line and paragraph separator and invisible formatting character
+/// (zero-width, direction overrides, tags) is written as Rust writes it in
+/// a string, `\u{1b}`, with `\t`, `\n` and `\r` for those three; a
+/// backslash is doubled, so escaped text never reads as an escape.
+/// Everything else, accents and other scripts included, is left as it is.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c == '\\' || hidden(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) => {
+                let _ = write!(out, "{}", c.escape_unicode());
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a terminal would act on `c`, or show nothing for it, rather
+/// than print it: controls, line and paragraph separators, and the
+/// invisible formatting characters of Unicode's `Cf` category (listed here
+/// rather than taken from a Unicode table crate).
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61c}'
+                | '\u{6dd}'
+                | '\u{70f}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
+        )
+}
 
 /// A remaining TTL as people read it: `850ms`, `12.5s`, `9m 58s`, `2h 05m`.
 pub(crate) fn remaining(duration: Duration) -> String {
@@ -28,8 +84,8 @@ pub(crate) fn table(held: &[(String, Holder)]) -> String {
         .iter()
         .map(|(name, holder)| {
             [
-                name.clone(),
-                holder.owner().to_owned(),
+                printable(name).into_owned(),
+                printable(holder.owner()).into_owned(),
                 mode(holder).to_owned(),
                 remaining(holder.remaining_ttl()),
                 holder
@@ -99,6 +155,67 @@ mod tests {
             "2h 05m"
         );
         assert_eq!(remaining(Duration::MAX), "no expiry");
+    }
+
+    // Names and owners are whatever was written to the store's keys: anyone
+    // who can write a key could otherwise clear the operator's screen,
+    // retitle the terminal or hide a row with escape sequences.
+    #[test]
+    fn the_table_shows_control_characters_from_the_store_escaped_never_raw() {
+        let held = vec![(
+            "evil\u{1b}[2J\u{7}name".to_owned(),
+            Holder::new(
+                "0123456789abcdef0123456789abcdef@\u{1b}]0;owned\u{7}web-1:1\u{202e}\r",
+                Duration::from_secs(5),
+            ),
+        )];
+        let table = table(&held);
+        assert!(
+            !table
+                .chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}')),
+            "no control or direction-changing character reaches the terminal: {table:?}"
+        );
+        assert!(
+            table.contains(r"evil\u{1b}[2J\u{7}name"),
+            "the name is shown with its control characters escaped: {table:?}"
+        );
+        assert!(
+            table.contains(r"\u{1b}]0;owned\u{7}web-1:1\u{202e}\r"),
+            "the holder is shown with its control characters escaped: {table:?}"
+        );
+        let json = json_of(&held[0].0, &held[0].1);
+        assert_eq!(
+            json["name"], "evil\u{1b}[2J\u{7}name",
+            "JSON carries the name exactly, escaped the JSON way"
+        );
+        assert_eq!(
+            json["holder"], "\u{1b}]0;owned\u{7}web-1:1\u{202e}\r",
+            "JSON carries the holder exactly, escaped the JSON way"
+        );
+        assert!(
+            !json.to_string().chars().any(char::is_control),
+            "serialised JSON holds no raw control character: {json}"
+        );
+    }
+
+    #[test]
+    fn printable_text_is_left_as_it_is_and_the_rest_is_escaped_unambiguously() {
+        assert_eq!(
+            printable("reports:acme web-1:4242 é 日本"),
+            "reports:acme web-1:4242 é 日本",
+            "printable text, accents and CJK included, is unchanged"
+        );
+        assert_eq!(
+            printable("a\tb\nc\u{0}d\u{9b}e\u{200b}f"),
+            r"a\tb\nc\u{0}d\u{9b}e\u{200b}f",
+            "tabs, newlines, NUL, C1 controls and zero-width characters are escaped"
+        );
+        assert_eq!(
+            printable(r"a\u{1b}"),
+            r"a\\u{1b}",
+            "a backslash is doubled, so escaped text never reads as an escape"
+        );
     }
 
     #[test]

@@ -11,11 +11,12 @@ use lock_tests::harness;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// Runs `locks` with `args`, stdin closed (not a terminal), no `LOCKS_URL`.
+/// Runs `locks` with `args`, stdin closed (not a terminal), no `LOCK_URL`.
 fn locks<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_locks"))
         .args(args)
-        .env_remove("LOCKS_URL")
+        .env_remove("LOCK_URL")
+        .env_remove(concat!("LOCKS", "_URL"))
         .stdin(Stdio::null())
         .output()
         .expect("run the locks binary")
@@ -349,7 +350,7 @@ async fn an_operator_sees_who_leads_and_watches_it_change() {
         .args([
             "--url", &url, "--prefix", &prefix, "leader", "jobs", "--watch", "--json",
         ])
-        .env_remove("LOCKS_URL")
+        .env_remove("LOCK_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -449,5 +450,166 @@ async fn an_operator_reaches_postgresql_over_tls_by_the_url_or_the_flags() {
         text(&refused.stderr).contains("sslrootcert"),
         "says what to change: {}",
         text(&refused.stderr)
+    );
+}
+
+/// Lock names and holders are whatever was written to the store: anyone who
+/// can write a key must not be able to clear the operator's screen, retitle
+/// the terminal or hide a row with escape sequences. The text output shows
+/// them escaped; the JSON output carries them exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_holders_written_by_anyone_reach_the_terminal_escaped() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let Some(manager) = harness::redis_manager().await else {
+        return;
+    };
+    let prefix = format!("cli-{:016x}:", rand::random::<u64>());
+    let name = "evil\u{1b}[2J\u{1b}[1;1H";
+    let owner = "\u{1b}]0;owned\u{7}web-1:1\r";
+    let token = format!("{:032x}@{owner}", rand::random::<u128>());
+    let key = format!("{prefix}{name}");
+    let taken = manager
+        .store()
+        .acquire(lock_core::store::AcquireRequest::new(&key, &token, LONG))
+        .await
+        .expect("acquire");
+    assert!(
+        matches!(taken, lock_core::store::Attempt::Acquired { .. }),
+        "the crafted lease is taken"
+    );
+    let run = |rest: &[&str]| {
+        let mut args = vec!["--url", &url, "--prefix", &prefix];
+        args.extend_from_slice(rest);
+        locks(&args)
+    };
+    let raw = |c: char| c.is_control() && c != '\n';
+
+    let listed = run(&["list"]);
+    assert_exit(&listed, 0, "list");
+    let stdout = text(&listed.stdout);
+    assert!(
+        !stdout.chars().any(raw),
+        "list prints no raw control character: {stdout:?}"
+    );
+    assert!(
+        stdout.contains(r"evil\u{1b}[2J\u{1b}[1;1H"),
+        "list shows the name escaped: {stdout:?}"
+    );
+    assert!(
+        stdout.contains(r"\u{1b}]0;owned\u{7}web-1:1\r"),
+        "list shows the holder escaped: {stdout:?}"
+    );
+
+    let json = run(&["list", "--json"]);
+    assert_exit(&json, 0, "list --json");
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(rows[0]["name"], name, "JSON carries the name exactly");
+    assert_eq!(rows[0]["holder"], owner, "JSON carries the holder exactly");
+    assert!(
+        !text(&json.stdout).chars().any(raw),
+        "JSON escapes control characters the JSON way: {:?}",
+        text(&json.stdout)
+    );
+
+    let inspected = run(&["inspect", name]);
+    assert_exit(&inspected, 0, "inspect");
+    let stdout = text(&inspected.stdout);
+    assert!(
+        !stdout.chars().any(raw) && stdout.contains(r"held by \u{1b}]0;owned"),
+        "inspect shows name and holder escaped: {stdout:?}"
+    );
+
+    let released = run(&["release", name, "--reason", "test", "--yes"]);
+    assert_exit(&released, 0, "release");
+    let (stdout, stderr) = (text(&released.stdout), text(&released.stderr));
+    assert!(
+        !stdout.chars().any(raw),
+        "release prints no raw control character: {stdout:?}"
+    );
+    assert!(
+        !stderr.chars().any(raw),
+        "release logs no raw control character: {stderr:?}"
+    );
+    assert!(
+        stderr.contains(r"\u{1b}]0;owned"),
+        "the log names the previous holder, escaped: {stderr:?}"
+    );
+}
+
+/// The operator's tool reads the store's URL from the variable the
+/// application's own code reads in every example (`LOCK_URL`), so a shell
+/// with the application's environment needs no `--url`; one name, used
+/// alike by the README, the crate docs, the examples and this tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_comes_from_lock_url_as_in_the_applications_environment() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let Some(manager) = harness::redis_manager().await else {
+        return;
+    };
+    let prefix = format!("cli-{:016x}:", rand::random::<u64>());
+    let held = hold(&manager.with_prefix(prefix.clone()), "from-the-environment").await;
+    let listed = Command::new(env!("CARGO_BIN_EXE_locks"))
+        .args(["--prefix", &prefix, "list"])
+        .env("LOCK_URL", &url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the locks binary");
+    assert_exit(&listed, 0, "list with the URL in LOCK_URL");
+    assert!(
+        text(&listed.stdout).contains("from-the-environment"),
+        "the store LOCK_URL names is listed: {}",
+        text(&listed.stdout)
+    );
+    let help = text(&locks(&["--help"]).stdout);
+    assert!(
+        help.contains("LOCK_URL"),
+        "the help names the variable: {help}"
+    );
+    for (file, text) in [
+        ("README.md", include_str!("../../README.md")),
+        ("lock-cli/README.md", include_str!("../README.md")),
+        (
+            "lock-core/src/lib.rs",
+            include_str!("../../lock-core/src/lib.rs"),
+        ),
+        (
+            "lock-core/src/connect/mod.rs",
+            include_str!("../../lock-core/src/connect/mod.rs"),
+        ),
+        (
+            "lock-core/examples/leader.rs",
+            include_str!("../../lock-core/examples/leader.rs"),
+        ),
+    ] {
+        assert!(
+            !text.contains(concat!("LOCKS", "_URL")),
+            "{file} names the variable otherwise than LOCK_URL"
+        );
+    }
+    held.release().await.expect("release");
+}
+
+/// A shell that still sets the variable earlier versions read, and not
+/// `LOCK_URL` nor `--url`, is told of the rename and what to do, not
+/// asked for a URL it believes it gave.
+#[test]
+fn the_old_url_variable_alone_is_named_with_the_new_one() {
+    let old = concat!("LOCKS", "_URL");
+    let ran = Command::new(env!("CARGO_BIN_EXE_locks"))
+        .arg("list")
+        .env_remove("LOCK_URL")
+        .env(old, "redis://127.0.0.1:1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the locks binary");
+    assert_exit(&ran, 2, "only the old variable set");
+    let stderr = text(&ran.stderr);
+    assert!(
+        stderr.contains(old) && stderr.contains("LOCK_URL") && stderr.contains("rename"),
+        "the error names both variables and what to do: {stderr}"
     );
 }

@@ -110,8 +110,17 @@ impl GiveBack {
 /// `at_least` claim) instead of deleting it.
 ///
 /// A give-back the store fails is tried again, after growing pauses, until
-/// the store answers or `lasts` (the longest the lease can still last) has
-/// passed: after that there is nothing left to give back.
+/// the store answers or the lease has ended anyway: `lasts` (the longest
+/// the lease can still last) from now, or, for an acquire abandoned with
+/// its request perhaps still on its way, from the last moment that request
+/// is looked for ([`ABANDONED_RECHECKS`]). A try still in flight then is
+/// cut off: past that moment there is nothing left to give back.
+///
+/// The task holds the store (and so its connections), so that a guard
+/// dropped just before the last handle to its store still gives its lease
+/// back; never past that moment, however the store fails (at once, at its
+/// call bound, or never answering), so a store dropped by the application
+/// is let go, connections and all, by the time its leases have ended.
 ///
 /// When no task can run the give-back (no runtime here, or the runtime is
 /// shutting down and drops new tasks unpolled), the lease ends at its TTL and
@@ -141,17 +150,25 @@ pub(crate) fn give_back(
     let unfinished = Unfinished(Some(Arc::clone(&key)));
     runtime.spawn(async move {
         let unfinished = unfinished;
-        // Past this, the lease has ended whatever the store did.
-        let ended = Instant::now().checked_add(lasts);
         // The acquire may still be on its way: a store with a pool of
         // connections can run this give-back before it. The token is this
         // attempt's alone, so looking again can only ever remove our own
         // lease.
-        let mut rechecks = match why {
+        let rechecks = match why {
             GiveBack::AbandonedAcquire => &ABANDONED_RECHECKS[..],
             _ => &[],
-        }
-        .iter();
+        };
+        // Past this, the lease has ended whatever the store did: its TTL as
+        // the store keeps it, in whole steps of its resolution and up to one
+        // step more (a store keeping whole seconds may keep a 1.5 s lease
+        // for 3). One that overflows never ends (`Duration::MAX`, "no
+        // bound").
+        let lasts = store_ttl(lasts, &*store).saturating_add(store.ttl_resolution());
+        let landed_by: Duration = rechecks.iter().sum();
+        let ended = Instant::now()
+            .checked_add(landed_by)
+            .and_then(|landed| landed.checked_add(lasts));
+        let mut rechecks = rechecks.iter();
         let mut retry = RETRY_FIRST;
         // An `at_least` claim ends at a fixed instant: each try shortens the
         // lease to what is left of it (and, once it has passed, releases),
@@ -162,7 +179,23 @@ pub(crate) fn give_back(
                 .map(|until| until.saturating_duration_since(Instant::now()))
                 .filter(|left| !left.is_zero())
                 .map(|left| store_ttl(left, &*store));
-            let released = return_lease(&*store, &key, &token, hold).await;
+            let trying = return_lease(&*store, &key, &token, hold);
+            // A safety deadline is raced against the call in flight, not
+            // checked only between calls: a store that never answers, or
+            // answers only at a call bound longer than the lease, would
+            // otherwise keep the task, and the store, past it.
+            let released = match ended {
+                Some(ended) => tokio::time::timeout_at(ended, trying)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(crate::Error::store(
+                            "release",
+                            &*key,
+                            "no answer before the lease's ttl passed",
+                        ))
+                    }),
+                None => trying.await,
+            };
             let pause = match &released {
                 Ok(false) => match rechecks.next() {
                     Some(pause) => *pause,
@@ -174,12 +207,12 @@ pub(crate) fn give_back(
                 Err(_) => {
                     let pause = retry;
                     retry = (retry * 2).min(RETRY_MOST);
-                    match ended {
-                        Some(ended) if Instant::now() + pause >= ended => break released,
-                        _ => pause,
-                    }
+                    pause
                 }
             };
+            if ended.is_some_and(|ended| Instant::now() + pause >= ended) {
+                break released;
+            }
             tokio::time::sleep(pause).await;
         };
         why.released(&key, released);
@@ -219,6 +252,111 @@ impl Drop for Unfinished {
             tracing::warn!(
                 key = %key,
                 "the tokio runtime shut down before a dropped lock could be given back: the lease ends at its ttl"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::store::{AcquireRequest, Attempt, BoxFuture};
+    use crate::{Error, Holder};
+
+    /// A store that fails every call: after `fails_after`, or never
+    /// answering at all (`None`), as a server that is gone does, a call
+    /// bound or none. It says when the last handle to it goes, and its
+    /// connections with it.
+    struct Failing {
+        fails_after: Option<Duration>,
+        gone: Arc<AtomicBool>,
+    }
+
+    impl Drop for Failing {
+        fn drop(&mut self) {
+            self.gone.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Failing {
+        fn fail<T: Send + 'static>(
+            &self,
+            operation: &'static str,
+        ) -> BoxFuture<'static, Result<T>> {
+            let fails_after = self.fails_after;
+            Box::pin(async move {
+                match fails_after {
+                    Some(after) => {
+                        tokio::time::sleep(after).await;
+                        Err(Error::store(operation, "k", "the server is gone"))
+                    }
+                    None => std::future::pending().await,
+                }
+            })
+        }
+    }
+
+    impl LockStore for Failing {
+        fn acquire<'a>(&'a self, _: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+            self.fail("acquire")
+        }
+        fn release<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool>> {
+            self.fail("release")
+        }
+        fn extend<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: Duration,
+        ) -> BoxFuture<'a, Result<bool>> {
+            self.fail("extend")
+        }
+        fn force_release<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool>> {
+            self.fail("force release")
+        }
+        fn holder<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+            self.fail("read the holder of")
+        }
+        fn is_shared(&self) -> bool {
+            true
+        }
+        fn max_ttl(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+    }
+
+    // A give-back holds its store, so a guard dropped just before its
+    // manager still gives its lease back. A store that fails forever
+    // must not be kept that way, with its connections, past the moment the
+    // lease has ended anyway: whether each call fails at once, fails only
+    // at a call bound longer than the lease, or never answers.
+    #[tokio::test(start_paused = true)]
+    async fn a_give_back_whose_store_fails_forever_lets_the_store_go_by_the_leases_ttl() {
+        let ttl = Duration::from_secs(2);
+        for fails_after in [
+            Some(Duration::from_millis(10)),
+            Some(Duration::from_secs(3)),
+            None,
+        ] {
+            let gone = Arc::new(AtomicBool::new(false));
+            let store: Arc<dyn LockStore> = Arc::new(Failing {
+                fails_after,
+                gone: Arc::clone(&gone),
+            });
+            let (key, token): (Arc<str>, Arc<str>) = (Arc::from("k"), Arc::from("t"));
+            give_back(&store, &key, &token, None, ttl, GiveBack::FailedRelease);
+            let kept_for = ttl + store.ttl_resolution();
+            drop(store);
+            tokio::time::sleep(kept_for).await;
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert!(
+                gone.load(Ordering::SeqCst),
+                "a store whose calls fail after {fails_after:?} (None: never answer) is let go \
+                 by the lease's {ttl:?} ttl"
             );
         }
     }

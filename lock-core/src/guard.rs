@@ -32,6 +32,15 @@ use crate::{LockStore, Result, token};
 /// For a lock with [`at_least`](crate::Lock::at_least), dropping early
 /// shortens the lease to its `at_least` end instead, like `release`.
 ///
+/// A give-back the store fails is tried again in that task, with growing
+/// pauses, until the store answers or the lease has ended anyway (the
+/// longest TTL it was given, counted from the drop). The task holds the
+/// store, so a guard dropped just before the last
+/// [`LockManager`](crate::LockManager) over its store still gives its lease
+/// back; it lets the store go, and its connections with it, by the time
+/// the lease has ended, however the store fails: a try still waiting for
+/// the store then is cut off.
+///
 /// # Overrunning
 ///
 /// A guard is a lease, not a mutex (see [the

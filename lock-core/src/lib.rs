@@ -31,7 +31,8 @@
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // redis://..., postgres://..., etcd://..., memcache://... (each behind its feature)
+//! // redis://..., postgres://..., etcd://..., memcache://... (each behind its feature);
+//! // LOCK_URL is the variable the `locks` operator tool reads too.
 //! let url = std::env::var("LOCK_URL")?;
 //! lock_core::registry::install(lock_core::connect(&url).await?)?;
 //! lock_core::registry::verify()?; // every declared lock has the manager it needs

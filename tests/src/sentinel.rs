@@ -566,6 +566,26 @@ impl Sentinels {
     }
 }
 
+/// A sentinel on a free port that monitors nothing: asked for any
+/// service, it names no primary. `None` (after the notice) when
+/// `redis-server` is not installed; killed on drop.
+pub fn sentinel_of_nothing() -> Option<Server> {
+    if !redis_server_installed() {
+        return unavailable(
+            "a Redis Sentinel test",
+            "redis-server is not on PATH (it runs the sentinels)",
+        );
+    }
+    let config = ["port {port}", "bind 127.0.0.1", "dir {dir}"].join("\n");
+    let sentinel = Server::start(
+        "sh",
+        &["-c", SENTINEL_LAUNCH, "sentinel", &config, "{dir}"],
+        |port| ping(port, None),
+    )
+    .unwrap_or_else(|e| panic!("starting a sentinel that monitors nothing: {e}"));
+    Some(sentinel)
+}
+
 /// A data node on `port` (a free one when `None`), replicating from
 /// `primary` when given, with `env` added to its environment.
 fn start_node(

@@ -17,9 +17,10 @@ use crate::{Error, LockManager, Result};
 /// [`with_prefix`](LockManager::with_prefix)).
 ///
 /// The URL's scheme picks the store, so an application can take its store
-/// from configuration alone (`LOCK_URL=redis://cache:6379`), and every
-/// program that reads such a URL (the application, the `locks` operator
-/// tool, a test's child process) reads it the same way. Without one table,
+/// from configuration alone (`LOCK_URL=redis://cache:6379`, the variable
+/// the `locks` operator tool reads too), and every program that reads
+/// such a URL (the application, the `locks` operator tool, a test's child
+/// process) reads it the same way. Without one table,
 /// each would match schemes of its own, and they drift: one knows
 /// `redis+sentinel://` and another sends it to the wrong store, one hides
 /// the password in its errors and another prints it.

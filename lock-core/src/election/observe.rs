@@ -161,7 +161,7 @@ impl Observer {
             };
             // Registered before the read: a change the store announces
             // after it wakes the next wait.
-            let mut signals = vec![Wakeup::new(LOCAL.observe(&self.local))];
+            let mut signals = vec![Wakeup::observer(LOCAL.observe(&self.local))];
             let announces = match self.store.observe(&self.key) {
                 Some(signal) => {
                     signals.push(signal);

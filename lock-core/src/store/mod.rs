@@ -33,10 +33,14 @@
 //!   evaluated. It must be registered before the attempt is decided, so that a
 //!   release racing with the attempt is never missed. Stores that cannot
 //!   observe releases return no wakeup; waiters then sleep for the holder's
-//!   remaining TTL. A waiting writer's attempt that holds new readers off
+//!   remaining TTL. A waiter woken and then gone before its next attempt
+//!   is answered passes its wake to another waiter of the key
+//!   ([`Wakeup::new`] takes what does it), or the others sleep on while the
+//!   lock is free. A waiting writer's attempt that holds new readers off
 //!   (a claim on their turn) is taken back when the writer stops waiting
 //!   without the lease, and the readers behind it are woken
-//!   ([`Wakeup::withdrawing`]).
+//!   ([`Wakeup::withdrawing`]). [`observe`](LockStore::observe) returns an
+//!   observer's wakeup ([`Wakeup::observer`]), which has no wake to pass on.
 //! - **Fencing tokens**, from stores whose [`fencing`](LockStore::fencing) is
 //!   true: every acquisition that asks for one gets a number strictly greater
 //!   than any earlier acquisition of the same key got, across holders,

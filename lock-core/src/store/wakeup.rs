@@ -26,7 +26,8 @@ pub struct Wakeup {
     /// a store may go on listening for the key while it is).
     woken: Option<Woken>,
     /// Wakes another waiter of the key, for a waiter that was woken and left
-    /// before its next attempt was answered (see [`Wakeup::passing_on`]).
+    /// before its next attempt was answered (see [`Wakeup::new`]); `None`
+    /// for an observer's, and for an in-process store's reporting one.
     pass_on: Option<Box<dyn FnOnce() + Send>>,
     /// Takes back what the waiter's attempt left standing, if the waiter
     /// stops waiting without the lease (see [`Wakeup::withdrawing`]); run
@@ -46,30 +47,67 @@ enum Signal {
 }
 
 impl Wakeup {
-    /// Wraps the store's own release signal.
-    pub fn new(signal: impl Future<Output = ()> + Send + 'static) -> Self {
+    /// A waiter's wakeup: `signal` resolves when the key may have been
+    /// released, and `pass_on` wakes another waiter of the key if this one,
+    /// once woken, leaves before its next attempt is answered (its future
+    /// was dropped, or that attempt failed).
+    ///
+    /// A store that wakes one local waiter per release needs `pass_on`:
+    /// the waiter woken is the one meant to get in, and if it leaves
+    /// without trying, the others sleep on while the lock is free, until
+    /// the old holder's TTL or their own wait runs out. The store kit's
+    /// `Interest::into_wakeup` (feature `store-kit`) makes this wakeup for
+    /// a waiter of its `Waiters`; a store whose signal wraps an `Interest`
+    /// gives `Interest::pass_on` here. A store whose every release wakes
+    /// every waiter has no wake to pass on, and says so with `|| {}`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use lock_core::store::Wakeup;
+    /// use tokio::sync::Notify;
+    ///
+    /// // Each release wakes one waiter (`notify_one`); a waiter that leaves
+    /// // once woken wakes the next in its place.
+    /// let released = Arc::new(Notify::new());
+    /// let next = Arc::clone(&released);
+    /// let wakeup = Wakeup::new(Arc::clone(&released).notified_owned(), move || {
+    ///     next.notify_one()
+    /// });
+    /// # drop(wakeup);
+    /// ```
+    ///
+    /// A waiter's wakeup that cannot pass its wake on does not exist:
+    ///
+    /// ```compile_fail
+    /// use lock_core::store::Wakeup;
+    ///
+    /// // If this waiter is woken and leaves, who is woken in its place?
+    /// let wakeup = Wakeup::new(std::future::pending::<()>());
+    /// ```
+    pub fn new(
+        signal: impl Future<Output = ()> + Send + 'static,
+        pass_on: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        Wakeup {
+            signal: Signal::Released(Box::pin(signal)),
+            woken: None,
+            pass_on: Some(Box::new(pass_on)),
+            withdraw: None,
+        }
+    }
+
+    /// An observer's wakeup, for [`LockStore::observe`](super::LockStore::observe):
+    /// `signal` resolves after the key's next change. Every observer of
+    /// the key is woken by it, so an observer has no wake to pass on.
+    /// Never an attempt's wakeup: that is [`Wakeup::new`]'s.
+    pub fn observer(signal: impl Future<Output = ()> + Send + 'static) -> Self {
         Wakeup {
             signal: Signal::Released(Box::pin(signal)),
             woken: None,
             pass_on: None,
             withdraw: None,
         }
-    }
-
-    /// The same wakeup, which calls `pass_on` if its waiter, once woken,
-    /// leaves before its next attempt is answered (its future was dropped, or
-    /// that attempt failed): `pass_on` wakes another waiter of the key.
-    ///
-    /// A store that wakes one local waiter per release needs this. The
-    /// waiter woken is the one meant to get in; if it leaves without
-    /// trying, the others would sleep on while the lock is free, until the
-    /// old holder's TTL or their own wait ran out.
-    /// The store kit's `Interest::into_wakeup` (feature `store-kit`) sets
-    /// it for a waiter of its `Waiters`.
-    #[must_use = "passing_on returns the wakeup it sets up"]
-    pub fn passing_on(mut self, pass_on: impl FnOnce() + Send + 'static) -> Self {
-        self.pass_on = Some(Box::new(pass_on));
-        self
     }
 
     /// The same wakeup, which calls `withdraw` if its waiter stops waiting
@@ -202,8 +240,8 @@ impl Wakeup {
 
 /// The wakeups that woke a waiter whose next attempt is under way: if it
 /// leaves before that attempt is answered, each passes its wake on
-/// ([`Wakeup::passing_on`]) instead of taking it along, and withdraws what
-/// it stood for ([`Wakeup::withdrawing`]).
+/// ([`Wakeup::new`]) instead of taking it along, and withdraws what it
+/// stood for ([`Wakeup::withdrawing`]).
 pub(crate) struct Unanswered(Vec<Wakeup>);
 
 impl Unanswered {

@@ -209,13 +209,9 @@ async fn a_client_certificate_lets_its_user_in_and_its_absence_is_named() {
     .expect("through PostgresConfig::tls");
 }
 
-/// `from_pool`: the application's own TLS pool, and the store's `LISTEN`
-/// connection over TLS from the listen URL's words. A waiter woken by a
-/// release well before the holder's TTL shows the notification arrived
-/// (plain connections are refused, so it came over TLS).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn from_pool_listens_over_tls_too() {
-    let Some(server) = shared() else { return };
+/// An application's own pool of TLS connections to `server`, each
+/// checking the server's certificate against its CA.
+fn application_pool(server: &TlsPostgres) -> deadpool_postgres::Pool {
     let ca = std::fs::read(&server.certs().ca).expect("the CA");
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&ca) {
@@ -238,10 +234,20 @@ async fn from_pool_listens_over_tls_too() {
         tokio_postgres_rustls::MakeRustlsConnect::new(client),
         deadpool_postgres::ManagerConfig::default(),
     );
-    let pool = deadpool_postgres::Pool::builder(manager)
+    deadpool_postgres::Pool::builder(manager)
         .max_size(4)
         .build()
-        .expect("a pool");
+        .expect("a pool")
+}
+
+/// `from_pool`: the application's own TLS pool, and the store's `LISTEN`
+/// connection over TLS from the listen URL's words. A waiter woken by a
+/// release well before the holder's TTL shows the notification arrived
+/// (plain connections are refused, so it came over TLS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_pool_listens_over_tls_too() {
+    let Some(server) = shared() else { return };
+    let pool = application_pool(server);
     let store = PostgresStore::from_pool(pool, &verified_url(server), PostgresConfig::new())
         .await
         .expect("the store over the application's pool");
@@ -380,4 +386,92 @@ async fn a_renewed_client_certificate_is_used_by_the_next_connection() {
         !after.is_empty() && !after.split(',').any(|serial| serial == before),
         "the new connections present the renewed certificate: {before} then {after}"
     );
+}
+
+/// How many of the store's statements on `schema`'s lease table wait for a
+/// lock on `server`: cut off, and not cancelled (the acquire's, and the
+/// sweep's as it comes round).
+fn still_waiting(server: &TlsPostgres, schema: &str) -> usize {
+    let count = server
+        .query(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%{schema}%' AND pid <> pg_backend_pid()"
+        ))
+        .expect("pg_stat_activity");
+    count
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a count: {count:?}"))
+}
+
+/// With `from_pool`, cancel requests connect as the listen URL says, like
+/// every connection of the store: a statement cut off on one of the
+/// application's TLS connections is cancelled over TLS checked against the
+/// listen URL's CA. A listen URL without `sslmode` asks for no TLS, and
+/// the store's rule for that is "plain", never "TLS that checks nothing":
+/// the cancel request, which carries the connection's cancel key, is not
+/// sent to a server it cannot check (it was, over TLS that took any
+/// certificate), and the statement is left to run its course.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_pool_cancels_over_tls_only_as_checked_as_the_listen_url_asks() {
+    let Some(server) = shared() else { return };
+    // The LISTEN connection of the store whose listen URL asks for no TLS
+    // goes to a server that takes plain connections.
+    let Some(plain) = lock_tests::postgres::postgres_url() else {
+        return;
+    };
+    let timeout = Duration::from_millis(500);
+    for (listen_url, cancelled) in [(verified_url(server), true), (plain, false)] {
+        let schema = format!("cancel_{:08x}", rand::random::<u32>());
+        let pool = application_pool(server);
+        let config = PostgresConfig::new()
+            .schema(schema.clone())
+            .timeout(timeout)
+            .prepared_statements(false);
+        let store = PostgresStore::from_pool(pool.clone(), &listen_url, config)
+            .await
+            .unwrap_or_else(|e| panic!("the store over the pool, listening at {listen_url}: {e}"));
+        let locks = LockManager::new(store);
+        // A migration holds the lease table: the acquire's statement waits.
+        let migration = pool.get().await.expect("a connection of the pool");
+        migration
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE \"{schema}\".lock_leases IN ACCESS EXCLUSIVE MODE"
+            ))
+            .await
+            .expect("BEGIN; LOCK TABLE");
+        let cut = tokio::time::timeout(
+            Duration::from_millis(100),
+            locks.lock("cut-off", Duration::from_secs(30)).acquire(),
+        )
+        .await;
+        assert!(cut.is_err(), "the caller drops the blocked acquire");
+        // Past the call's deadline, when its statement is cancelled.
+        let mut looked = 0;
+        let waiting = loop {
+            tokio::time::sleep(timeout).await;
+            let waiting = still_waiting(server, &schema);
+            looked += 1;
+            if waiting == 0 || !cancelled || looked == 40 {
+                break waiting;
+            }
+        };
+        if cancelled {
+            assert_eq!(
+                waiting, 0,
+                "a listen URL with the CA (verify-full): the statement is cancelled over \
+                 checked TLS"
+            );
+        } else {
+            tokio::time::sleep(timeout * 4).await;
+            // The sweep's statements, cut off in their turn, wait too.
+            let waiting = still_waiting(server, &schema);
+            assert!(
+                waiting >= 1,
+                "a listen URL without sslmode: no cancel request goes over TLS that checks \
+                 nothing, so the statement still waits ({waiting} waiting)"
+            );
+        }
+        migration.batch_execute("ROLLBACK").await.expect("ROLLBACK");
+    }
 }

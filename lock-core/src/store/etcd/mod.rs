@@ -316,7 +316,7 @@ impl LockStore for EtcdStore {
                 remaining,
                 wakeup: Some({
                     let pass_on = interest.pass_on();
-                    Wakeup::new(read::Waiting::new(interest, claim)).passing_on(pass_on)
+                    Wakeup::new(read::Waiting::new(interest, claim), pass_on)
                 }),
             })
         })
@@ -573,7 +573,7 @@ impl LockStore for EtcdStore {
     /// On the watch stream, which hears every new holder and every delete
     /// of the key.
     fn observe(&self, key: &str) -> Option<Wakeup> {
-        let observer = Wakeup::new(self.shared.waiters.observe(key));
+        let observer = Wakeup::observer(self.shared.waiters.observe(key));
         self.shared.watches.watch(key, watch::FROM_NOW);
         Some(observer)
     }

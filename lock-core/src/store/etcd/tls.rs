@@ -132,17 +132,18 @@ mod rustls_options {
 
 #[cfg(feature = "etcd-tls")]
 mod explain {
-    use std::io::{ErrorKind, Read};
-    use std::net::{TcpStream, ToSocketAddrs};
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use rustls::pki_types::ServerName;
+    use tokio::io::AsyncReadExt as _;
+    use tokio::net::TcpStream;
+    use tokio::time::{Instant, timeout_at};
 
     use crate::store::kit::{BoxError, CallError, Tls, Verify, client_config, tls_hint};
 
     /// The longest the handshake made to find a failure's cause waits for
-    /// the server's first word.
+    /// the server's first word once the handshake is done.
     const PROBE_READ: Duration = Duration::from_secs(2);
 
     /// See [`failure`](super::failure).
@@ -172,16 +173,12 @@ mod explain {
         if !lost_connection(&text) {
             return failure.into();
         }
-        let Some(endpoint) = endpoints.first().cloned() else {
+        let Some(endpoint) = endpoints.first() else {
             return failure.into();
         };
-        let tls = tls.clone();
-        // Bounded as a whole (the name lookup included, which blocks its
-        // thread with no bound of its own): the call waits no longer than
-        // what is left of its time, the probe's thread ends on its own.
-        let probe = tokio::task::spawn_blocking(move || handshake(&endpoint, &tls, left));
-        let probed = tokio::time::timeout(left, probe).await;
-        let seen = probed.ok().and_then(Result::ok).flatten().unwrap_or_default();
+        let seen = handshake(endpoint, tls, Instant::now() + left)
+            .await
+            .unwrap_or_default();
         match tls_hint(&seen) {
             Some(hint) => {
                 let found = format!("a handshake made to find the cause: {seen}");
@@ -194,9 +191,17 @@ mod explain {
     /// What a TLS handshake with `endpoint` (`https://host:port`) with the
     /// certificates of `tls` ends in, and then the server's first word: the
     /// error's text, or `None` when nothing went wrong or nothing could be
-    /// learnt within `left`.
-    fn handshake(endpoint: &str, tls: &Tls, left: Duration) -> Option<String> {
-        let started = Instant::now();
+    /// learnt by `deadline`.
+    ///
+    /// The name lookup, the connect, the handshake and the read all run in
+    /// this future, under one deadline: at the deadline the socket and the
+    /// TLS state are dropped, whatever the peer does (a peer that answers
+    /// a byte at a time, each within any per-read time-out, kept a blocking
+    /// probe and its connection for as long as it liked). Only a name
+    /// lookup the system resolver has not answered goes on past it, on
+    /// tokio's blocking pool, holding no connection: tokio's own lookups
+    /// cannot be cancelled either.
+    async fn handshake(endpoint: &str, tls: &Tls, deadline: Instant) -> Option<String> {
         let address = endpoint
             .strip_prefix("https://")?
             .trim_end_matches('/');
@@ -212,21 +217,27 @@ mod explain {
         // then speaks first (HTTP/2's settings), so the read below ends at
         // once instead of at its time-out.
         config.alpn_protocols = vec![b"h2".to_vec()];
-        let mut connection = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
-        let target = address.to_socket_addrs().ok()?.next()?;
-        let mut socket = TcpStream::connect_timeout(&target, left).ok()?;
-        let left = left.checked_sub(started.elapsed())?.min(PROBE_READ);
-        socket.set_read_timeout(Some(left)).ok()?;
-        socket.set_write_timeout(Some(left)).ok()?;
-        let mut stream = rustls::Stream::new(&mut connection, &mut socket);
-        // A server content with the handshake says nothing until asked;
-        // the read then ends at its time-out, having learnt nothing.
-        match stream.read(&mut [0; 1]) {
-            Err(e) if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Some(e.to_string())
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let probe = async {
+            let socket = TcpStream::connect(address).await.ok()?;
+            let mut stream = match connector.connect(name, socket).await {
+                Ok(stream) => stream,
+                Err(e) => return Some(e.to_string()),
+            };
+            // A server content with the handshake says nothing until
+            // asked; the read then ends at its time-out, having learnt
+            // nothing.
+            let mut first = [0; 1];
+            let read = timeout_at(
+                deadline.min(Instant::now() + PROBE_READ),
+                stream.read(&mut first),
+            );
+            match read.await {
+                Ok(Err(e)) => Some(e.to_string()),
+                Ok(Ok(_)) | Err(_) => None,
             }
-            _ => None,
-        }
+        };
+        timeout_at(deadline, probe).await.ok().flatten()
     }
 
     /// Whether `text` is a connection closed or reset without a reason.
@@ -320,6 +331,109 @@ mod tests {
         let (_, secure) =
             apply(ConnectOptions::new(), &endpoints(&["https://a:1"]), None).expect("public CAs");
         assert_eq!(secure, Some(Tls::new()));
+    }
+
+    /// A peer on 127.0.0.1 that accepts one connection and runs `peer` on
+    /// it; its port, and what `peer` returns (how long the connection
+    /// lasted, or `None` when it outlived `peer`'s patience).
+    #[cfg(feature = "etcd-tls")]
+    fn peer(
+        peer: impl FnOnce(std::net::TcpStream) -> Option<Duration> + Send + 'static,
+    ) -> (u16, std::sync::mpsc::Receiver<Option<Duration>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("port").port();
+        let (said, lasted) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (socket, _) = listener.accept().expect("accept");
+            let _ = said.send(peer(socket));
+        });
+        (port, lasted)
+    }
+
+    /// What a call that lost its connection over TLS to the peer on `port`
+    /// answers, with a second left of its time; the test's hang guard
+    /// fails it when it takes longer than that by far.
+    #[cfg(feature = "etcd-tls")]
+    async fn explained_with_a_second_left(port: u16) -> BoxError {
+        let lost = etcd_client::Error::IoError(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        ));
+        let (endpoints, tls) = ([format!("https://127.0.0.1:{port}")], Tls::new());
+        let call = failure(
+            CallError::Store(lost),
+            &endpoints,
+            Some(&tls),
+            Duration::from_secs(1),
+        );
+        tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .expect("the connect error arrives within the call's time, not the probe's")
+    }
+
+    // The one extra handshake made to find why a connection was lost runs
+    // beside the call: a peer that answers a byte at a time, each before
+    // the socket's read time-out, must not keep it, nor its connection
+    // and thread, long after the call's time is up.
+    #[cfg(feature = "etcd-tls")]
+    #[tokio::test]
+    async fn the_handshake_made_to_find_a_cause_ends_with_the_calls_time_against_a_trickling_peer()
+     {
+        use std::io::Write as _;
+        let (port, lasted) = peer(|mut socket| {
+            let started = std::time::Instant::now();
+            // A handshake record announcing 16 KiB, then one byte of it
+            // every 100 ms: half an hour, were the reader patient.
+            socket.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]).ok()?;
+            while started.elapsed() < Duration::from_secs(60) {
+                if socket.write_all(&[0]).is_err() {
+                    return Some(started.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            None
+        });
+        explained_with_a_second_left(port).await;
+        let lasted = tokio::task::spawn_blocking(move || lasted.recv())
+            .await
+            .expect("the peer's thread")
+            .expect("the peer says how long the connection lasted");
+        assert!(
+            lasted.is_some_and(|lasted| lasted < Duration::from_secs(20)),
+            "the probe's connection is closed once the call's time is up, not kept open by \
+             a peer that trickles: it lasted {lasted:?} (None: over a minute)"
+        );
+    }
+
+    // The same for a peer that accepts and then says nothing at all.
+    #[cfg(feature = "etcd-tls")]
+    #[tokio::test]
+    async fn the_handshake_made_to_find_a_cause_ends_with_the_calls_time_against_a_silent_peer() {
+        use std::io::Read as _;
+        let (port, lasted) = peer(|mut socket| {
+            let started = std::time::Instant::now();
+            socket
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .ok()?;
+            let mut buffer = [0; 4096];
+            // The client's hello, then nothing until the probe closes.
+            while let Ok(read) = socket.read(&mut buffer) {
+                if read == 0 {
+                    return Some(started.elapsed());
+                }
+            }
+            None
+        });
+        explained_with_a_second_left(port).await;
+        let lasted = tokio::task::spawn_blocking(move || lasted.recv())
+            .await
+            .expect("the peer's thread")
+            .expect("the peer says how long the connection lasted");
+        assert!(
+            lasted.is_some_and(|lasted| lasted < Duration::from_secs(20)),
+            "the probe's connection is closed once the call's time is up, not kept open by \
+             a silent peer: it lasted {lasted:?} (None: over a minute)"
+        );
     }
 
     #[cfg(feature = "etcd-tls")]

@@ -182,7 +182,7 @@ impl Waiters {
     /// announced with [`changed`](Waiters::changed), or a wake of every
     /// waiter. Every observer of the key is woken, and none of the waiters
     /// is woken in an observer's place. Make its wakeup with
-    /// `Wakeup::new`: an observer has no wake to pass on.
+    /// [`Wakeup::observer`]: an observer has no wake to pass on.
     pub fn observe(self: &Arc<Self>, key: &str) -> Interest {
         self.enter(key, Kind::Observer)
     }
@@ -286,11 +286,10 @@ impl Waiters {
 /// [`Wakeup`](crate::store::Wakeup) it becomes.
 ///
 /// Make that wakeup with [`into_wakeup`](Interest::into_wakeup) (or, for a
-/// signal that wraps the interest, [`Wakeup::passing_on`] with
-/// [`pass_on`](Interest::pass_on)), not `Wakeup::new(interest)` alone: a
-/// waiter woken and then dropped before its next attempt is answered must
-/// pass its wake to the next waiter, or they sleep on while the lock is
-/// free.
+/// signal that wraps the interest, [`Wakeup::new`] with
+/// [`pass_on`](Interest::pass_on)): a waiter woken and then dropped before
+/// its next attempt is answered passes its wake to the next waiter, who
+/// would otherwise sleep on while the lock is free.
 pub struct Interest {
     waiters: Arc<Waiters>,
     key: Box<str>,
@@ -313,19 +312,18 @@ pub struct Interest {
 impl Interest {
     /// This interest as the [`Wakeup`] of an attempt that found its key
     /// held, passing its wake on if the waiter leaves before its next
-    /// attempt is answered ([`Wakeup::passing_on`]), and, for a writer,
+    /// attempt is answered ([`Wakeup::new`]), and, for a writer,
     /// waking the readers of this process behind it if it stops waiting
     /// without the lease ([`Wakeup::withdrawing`], [`stand_aside`](Interest::stand_aside)).
     pub fn into_wakeup(self) -> Wakeup {
         let pass_on = self.pass_on();
-        let wakeup = match self.writer {
+        match self.writer {
             true => {
                 let stand_aside = self.stand_aside();
-                Wakeup::new(self).withdrawing(stand_aside)
+                Wakeup::new(self, pass_on).withdrawing(stand_aside)
             }
-            false => Wakeup::new(self),
-        };
-        wakeup.passing_on(pass_on)
+            false => Wakeup::new(self, pass_on),
+        }
     }
 
     /// [`into_wakeup`](Interest::into_wakeup) for a writer whose attempt
@@ -354,9 +352,7 @@ impl Interest {
             }
             Err(_) => stand_aside(),
         };
-        Wakeup::new(self)
-            .passing_on(pass_on)
-            .withdrawing(withdrawing)
+        Wakeup::new(self, pass_on).withdrawing(withdrawing)
     }
 
     /// What a writer that stops waiting without the lease does, for a

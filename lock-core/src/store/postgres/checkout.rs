@@ -149,10 +149,22 @@ async fn cancel_and_close(client: Object, timeout: Duration, connector: Connecto
     let detached = Object::take(client);
     // A cancel arriving after the statement finished is ignored by the
     // server. It connects as the store's own connections do (with
-    // `from_pool`, as its LISTEN connection does), TLS included.
+    // `from_pool`, as its LISTEN connection does), TLS included: a link
+    // that asks for no TLS never sends it over TLS that checks nothing.
     let deadline = Deadline::after(timeout, "PostgresConfig::timeout");
-    if let Err(error) = deadline.bound(cancel.cancel_query(connector)).await {
-        tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
+    if let Err(error) = deadline.bound(connector.cancel(&cancel)).await {
+        if connector.is_plain() && error.to_string().contains("TLS") {
+            // Only `from_pool` cancels connections it did not open.
+            tracing::warn!(
+                %error,
+                "could not cancel a PostgreSQL statement that was cut off on a TLS connection of \
+                 the application's pool: the store's listen URL asks for no TLS, and a cancel \
+                 request goes as it says; give the listen URL the sslmode and certificates the \
+                 pool uses"
+            );
+        } else {
+            tracing::debug!(%error, "could not cancel a PostgreSQL statement that was cut off");
+        }
     }
     drop(detached);
 }

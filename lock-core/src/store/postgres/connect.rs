@@ -74,7 +74,12 @@ impl PostgresStore {
     /// or a PgBouncer pool in session mode). `listen_url`'s `sslmode` and
     /// certificates (or `config`'s [`tls`](PostgresConfig::tls)) are used
     /// for that connection and for cancelling a statement cut off on one
-    /// of `pool`'s, as for [`connect`](PostgresStore::connect).
+    /// of `pool`'s, as for [`connect`](PostgresStore::connect), with the
+    /// same rules: give it the `sslmode` and certificates `pool` uses. A
+    /// `listen_url` that asks for no TLS (no `sslmode`, no certificates)
+    /// sends cancel requests plain, and none at all for a connection of
+    /// `pool` that uses TLS (its statement then runs its course, and a
+    /// warning says why): never over TLS that checks no certificate.
     ///
     /// # Errors
     ///

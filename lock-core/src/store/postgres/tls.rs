@@ -30,10 +30,14 @@ type Inner = tokio_postgres::NoTls;
 /// `postgres-tls` feature (its certificates read again when their files
 /// change), plain TCP without.
 #[derive(Clone)]
-pub(super) struct Connector(
-    #[cfg(feature = "postgres-tls")] std::sync::Arc<crate::store::kit::Reloading>,
-    #[cfg(not(feature = "postgres-tls"))] Inner,
-);
+pub(super) struct Connector {
+    #[cfg(feature = "postgres-tls")]
+    tls: std::sync::Arc<crate::store::kit::Reloading>,
+    #[cfg(not(feature = "postgres-tls"))]
+    tls: Inner,
+    /// The link asks for no TLS ([`Check::Plain`]).
+    plain: bool,
+}
 
 impl MakeTlsConnect<Socket> for Connector {
     type Stream = <Inner as MakeTlsConnect<Socket>>::Stream;
@@ -42,10 +46,37 @@ impl MakeTlsConnect<Socket> for Connector {
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
         #[cfg(feature = "postgres-tls")]
-        let inner = &mut tokio_postgres_rustls::MakeRustlsConnect::new((*self.0.config()).clone());
+        let inner = &mut tokio_postgres_rustls::MakeRustlsConnect::new((*self.tls.config()).clone());
         #[cfg(not(feature = "postgres-tls"))]
-        let inner = &mut self.0;
+        let inner = &mut self.tls;
         <Inner as MakeTlsConnect<Socket>>::make_tls_connect(inner, domain)
+    }
+}
+
+impl Connector {
+    /// Sends the cancel request of `token`, connecting as this connector's
+    /// link says.
+    ///
+    /// The request goes where the connection it cancels went, with that
+    /// connection's `sslmode`: with [`from_pool`](super::PostgresStore::from_pool),
+    /// the application's, whatever the listen URL says. A link that asks
+    /// for no TLS sends it plain, or not at all when that connection's mode
+    /// needs TLS (`require`): never over TLS that takes any certificate,
+    /// which would hand the connection's cancel key to whoever answers.
+    pub(super) async fn cancel(
+        &self,
+        token: &tokio_postgres::CancelToken,
+    ) -> Result<(), tokio_postgres::Error> {
+        if self.plain {
+            token.cancel_query(tokio_postgres::NoTls).await
+        } else {
+            token.cancel_query(self.clone()).await
+        }
+    }
+
+    /// Whether the link asks for no TLS.
+    pub(super) fn is_plain(&self) -> bool {
+        self.plain
     }
 }
 
@@ -186,13 +217,16 @@ pub(super) fn plan(mode: Option<SslMode>, roots: Roots, identity: bool) -> Resul
     })
 }
 
+/// The connector for `check` with the certificates of `tls`.
 #[cfg(feature = "postgres-tls")]
 pub(super) fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
     use crate::store::kit::{Verify, client_config};
     let verify = match check {
-        Check::Full => Verify::Full,
+        // A plain link makes no TLS connection (`Connector::cancel`); were
+        // one ever asked of it, it would check everything, never nothing.
+        Check::Full | Check::Plain => Verify::Full,
         Check::Chain => Verify::Chain,
-        Check::Plain | Check::Unchecked => Verify::Nothing,
+        Check::Unchecked => Verify::Nothing,
     };
     let reloading = crate::store::kit::Reloading::new(tls.clone(), move |tls| {
         let mut config = client_config(tls, verify)?;
@@ -201,13 +235,20 @@ pub(super) fn connector(check: Check, tls: &Tls) -> Result<Connector, String> {
         config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(config)
     })?;
-    Ok(Connector(std::sync::Arc::new(reloading)))
+    Ok(Connector {
+        tls: std::sync::Arc::new(reloading),
+        plain: check == Check::Plain,
+    })
 }
 
+/// The connector for `check`: plain only, in a build without TLS.
 #[cfg(not(feature = "postgres-tls"))]
 pub(super) fn connector(check: Check, _: &Tls) -> Result<Connector, String> {
     match check {
-        Check::Plain => Ok(Connector(tokio_postgres::NoTls)),
+        Check::Plain => Ok(Connector {
+            tls: tokio_postgres::NoTls,
+            plain: true,
+        }),
         _ => Err(
             "TLS is asked for (an sslmode that needs it, or a CA or client certificate), and this build has none: enable lock-core's `postgres-tls` feature"
                 .to_owned(),

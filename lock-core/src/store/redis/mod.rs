@@ -23,6 +23,7 @@ mod acked;
 mod calls;
 mod config;
 mod connect;
+mod discovery;
 mod keys;
 mod listing;
 mod operations;
@@ -504,7 +505,7 @@ impl LockStore for RedisStore {
     /// name and every new holder of one is published on.
     fn observe(&self, key: &str) -> Option<Wakeup> {
         let lease = keys::lease_key(key).ok()?;
-        Some(Wakeup::new(self.shared.waiters.observe(&lease)))
+        Some(Wakeup::observer(self.shared.waiters.observe(&lease)))
     }
 }
 

@@ -3,8 +3,10 @@
 //!
 //! Discovery is the redis crate's own ([`SentinelClient`]): it asks the
 //! sentinels for the service's primary and checks, with `ROLE`, that the
-//! node it reaches is one. What this file adds is what a lock store needs
-//! on top: one multiplexed connection to that primary, shared by every
+//! node it reaches is one; when their lists name none (right after a
+//! failover), each sentinel is asked for the primary's address in turn
+//! ([`discovery`](super::discovery)). What this file adds is what a lock
+//! store needs on top: one multiplexed connection to that primary, shared by every
 //! call, dropped and found again as soon as a call shows it no longer
 //! reaches a primary (the connection broke, the node answers `READONLY`
 //! because it was demoted, or a call was cut off at its time bound while
@@ -19,11 +21,13 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionLike, MultiplexedConnection};
 use ::redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use ::redis::{
-    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, Pipeline, RedisError,
-    RedisFuture, RedisResult, ServerErrorKind, TlsMode, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, IntoConnectionInfo as _,
+    Pipeline, RedisConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind,
+    TlsMode, Value,
 };
 
 use super::config::STORE;
+use super::discovery::{self, Asking};
 use crate::store::BoxFuture;
 use crate::store::kit::{StoreUrl, scheme};
 use crate::{Error, Result};
@@ -130,6 +134,62 @@ impl SentinelUrl {
         format!("{}/{}", hosts.join(","), self.service)
     }
 
+    /// What [`discovery`] needs to ask each sentinel for the primary's
+    /// address itself, and to reach the node it names.
+    fn asking(&self) -> Result<Asking> {
+        let sentinels = self
+            .sentinels
+            .iter()
+            .map(|(host, port)| {
+                let mut settings = RedisConnectionInfo::default();
+                if let Some(username) = &self.sentinel_username {
+                    settings = settings.set_username(username);
+                }
+                if let Some(password) = &self.sentinel_password {
+                    settings = settings.set_password(password);
+                }
+                Ok(self
+                    .addr(host, *port)
+                    .into_connection_info()?
+                    .set_redis_settings(settings))
+            })
+            .collect::<RedisResult<Vec<_>>>()
+            .map_err(|e| {
+                Error::invalid_config(
+                    STORE,
+                    format!("the sentinels of {} cannot be reached: {e}", self.shown()),
+                )
+            })?;
+        let mut node = RedisConnectionInfo::default().set_db(self.db);
+        if let Some(username) = &self.username {
+            node = node.set_username(username);
+        }
+        if let Some(password) = &self.password {
+            node = node.set_password(password);
+        }
+        Ok(Asking {
+            sentinels,
+            service: self.service.clone(),
+            tls: self.tls,
+            node,
+        })
+    }
+
+    /// The address of the node at `host:port`, over TLS for a
+    /// `rediss+sentinel://` URL.
+    fn addr(&self, host: &str, port: u16) -> ConnectionAddr {
+        if self.tls {
+            ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host.to_owned(), port)
+        }
+    }
+
     /// The redis crate's client for the primary of this service.
     fn client(&self) -> Result<SentinelClient> {
         if self.tls && !cfg!(feature = "redis-tls") {
@@ -138,18 +198,10 @@ impl SentinelUrl {
                 "`rediss+sentinel://` URLs need lock-core's `redis-tls` feature",
             ));
         }
-        let sentinels = self.sentinels.iter().map(|(host, port)| {
-            if self.tls {
-                ConnectionAddr::TcpTls {
-                    host: host.clone(),
-                    port: *port,
-                    insecure: false,
-                    tls_params: None,
-                }
-            } else {
-                ConnectionAddr::Tcp(host.clone(), *port)
-            }
-        });
+        let sentinels = self
+            .sentinels
+            .iter()
+            .map(|(host, port)| self.addr(host, *port));
         let building = || {
             let mut builder =
                 SentinelClientBuilder::new(sentinels, &self.service, SentinelServerType::Master)?
@@ -192,6 +244,8 @@ pub(super) struct SentinelConnection {
 struct Inner {
     /// Asks the sentinels; one question at a time.
     client: tokio::sync::Mutex<SentinelClient>,
+    /// Asks each sentinel in turn, when their lists name no primary.
+    asking: Asking,
     /// Settings of each connection to a primary.
     config: AsyncConnectionConfig,
     /// The connection to the primary, while it is believed to be one.
@@ -216,9 +270,11 @@ impl SentinelConnection {
     /// `timeout`, applied by the caller.
     pub(super) async fn open(url: &SentinelUrl, timeout: Duration) -> Result<SentinelConnection> {
         let client = url.client()?;
+        let asking = url.asking()?;
         let connection = SentinelConnection {
             inner: Arc::new(Inner {
                 client: tokio::sync::Mutex::new(client),
+                asking,
                 // No response timeout of the connection's own: every call
                 // is already bounded by the store's deadline.
                 config: AsyncConnectionConfig::new()
@@ -242,9 +298,10 @@ impl SentinelConnection {
     /// release subscription, which opens a connection of its own.
     ///
     /// Boxed as a `dyn` future here, and so is discovery in
-    /// [`primary`](Self::primary): the redis crate's discovery is a deep
-    /// state machine, and nested into the store's own futures it overflows
-    /// the compiler's query depth in the crates that call them.
+    /// [`primary`](Self::primary) (and [`discovery::primary`] itself): the
+    /// redis crate's discovery is a deep state machine, and nested into
+    /// the store's own futures it overflows the compiler's query depth in
+    /// the crates that call them.
     ///
     /// When the sentinels name another node than the one the command
     /// connection reaches, that connection is dropped too: the subscription
@@ -253,7 +310,10 @@ impl SentinelConnection {
     /// spending its retry finding the old connection dead.
     pub(super) fn primary_client(&self) -> BoxFuture<'_, RedisResult<Client>> {
         Box::pin(async move {
-            let client = self.inner.client.lock().await.async_get_client().await?;
+            let client = {
+                let mut sentinels = self.inner.client.lock().await;
+                discovery::primary(&mut sentinels, &self.inner.asking, &self.inner.config).await?
+            };
             let named = client.get_connection_info().addr();
             let mut slot = self.slot();
             if slot.as_ref().is_some_and(|current| &current.addr != named) {
@@ -276,7 +336,9 @@ impl SentinelConnection {
         }
         let discovery: BoxFuture<'_, RedisResult<(MultiplexedConnection, ConnectionAddr)>> =
             Box::pin(async {
-                let client = client.async_get_client().await?;
+                let client =
+                    discovery::primary(&mut client, &self.inner.asking, &self.inner.config)
+                        .await?;
                 let addr = client.get_connection_info().addr().clone();
                 let connection = client
                     .get_multiplexed_async_connection_with_config(&self.inner.config)

@@ -155,7 +155,7 @@ async fn a_writer_that_saw_its_wake_passes_nothing_on() {
 #[tokio::test]
 async fn a_woken_writers_pass_on_wakes_the_next_waiter() {
     // What a woken writer that left before its next attempt was
-    // answered calls (see `Wakeup::passing_on`): its wake was for
+    // answered calls (see `Wakeup::new`): its wake was for
     // somebody who would try.
     let waiters = Arc::new(Waiters::default());
     let mut reader = Box::pin(waiters.register_reader("k"));
