@@ -103,11 +103,8 @@ fn check(store: &str, ttl: Duration, run: &Failovers) {
             "a resignation is handed over at once, not by the TTL: {resign:?}"
         );
     }
-    let resign = run.median("resign").expect("resignations");
-    assert!(
-        resign < Duration::from_millis(50),
-        "the next leader within 50 ms of a resignation (median): {resign:?}"
-    );
+    // How fast a resignation is handed over is the benchmark's to say
+    // (`LOCKS_BENCH=elections`, target 50 ms): timing, not correctness.
     for kill in &run.takeovers["kill"] {
         assert!(
             *kill < ttl + Duration::from_secs(1),

@@ -143,6 +143,50 @@ async fn a_writer_that_stops_waiting_takes_its_intent_back_and_a_dead_ones_runs_
     assert!(reader.release().await.expect("release"));
 }
 
+/// A writer waiting behind another *writer* makes no claim on the name, on
+/// PostgreSQL as on Redis and etcd (`Lock::read`'s docs): only a writer
+/// held off by readers marks its intent, and takes it back when it stops
+/// waiting. Its attempt marked the row all the same, and that mark, which
+/// nothing took back, held new readers off for two seconds after the
+/// waiting writer's last attempt, though it had given up: here, once the
+/// holder's lease ran out unreleased.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waiting_behind_a_writer_leaves_no_mark_that_holds_readers_off() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    let locks = manager(&url, postgres::config(), &unique("behind-writer")).await;
+    let ttl = Duration::from_secs(1);
+    let holder = locks
+        .lock("ledger", ttl)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let taken = Instant::now();
+    // Late in the holder's lease, a writer waits for it, then gives up.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let cut = tokio::time::timeout(
+        Duration::from_millis(100),
+        locks.lock("ledger", LONG).wait_for(LONG).acquire(),
+    )
+    .await;
+    assert!(cut.is_err(), "the writer was still waiting when it gave up");
+    // The holder's lease is left to run out.
+    holder.keep();
+    tokio::time::sleep_until(taken + ttl + Duration::from_millis(300)).await;
+    let reader = locks
+        .lock("ledger", LONG)
+        .read()
+        .acquire()
+        .await
+        .expect("acquire");
+    assert!(
+        reader.is_some(),
+        "the holder's lease ran out and no writer waits: a reader gets in at once"
+    );
+}
+
 /// A lease table made by a version without readers, holding a live lease,
 /// is upgraded in place when a store connects: the lease is still held by
 /// its writer, and the name takes readers once it is released. A store

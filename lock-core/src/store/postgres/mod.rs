@@ -201,9 +201,10 @@ use crate::{Error, Holder, Result};
 /// token and touch only its entry; a force-release deletes the writer and
 /// every reader.
 ///
-/// Writer preference: a writer that waits marks the row
-/// (`writer_waits_until`, two seconds from its attempt), and no new reader
-/// gets in while the mark lasts. Held off by readers, it tries again at
+/// Writer preference: a writer that waits while readers hold the name
+/// marks the row (`writer_waits_until`, two seconds from its attempt), and
+/// no new reader gets in while the mark lasts (behind another writer it
+/// makes no mark, as on Redis and etcd: see `Lock::read`). Held off by readers, it tries again at
 /// least every second, renewing the mark, and it is woken at once when the
 /// last reader releases (that release `NOTIFY`s); the writer that takes the
 /// name clears the mark, and one that stops waiting without it takes its
@@ -572,7 +573,7 @@ impl LockStore for PostgresStore {
     /// On the `LISTEN` connection, which hears every release of a fenced
     /// name and every new holder of one.
     fn observe(&self, key: &str) -> Option<Wakeup> {
-        Some(Wakeup::new(self.shared.waiters.observe(key)))
+        Some(Wakeup::observer(self.shared.waiters.observe(key)))
     }
 }
 

@@ -151,8 +151,11 @@ pub(super) fn live_readers(t: &str, now: &str) -> String {
 /// microseconds. The row is taken when no writer's lease and no reader's
 /// lasts (the readers' arrays are emptied then, and any writer's intent
 /// cleared: the name is a writer's). Otherwise, for a waiting caller, it
-/// is marked as waited for until just after the holder's expiry, and as
-/// wanted by a writer for [`WRITER_INTENT`], so no new reader gets in.
+/// is marked as waited for until just after the holder's expiry, and, when
+/// readers hold it, as wanted by a writer for [`WRITER_INTENT`], so no new
+/// reader gets in. Behind a writer it makes no such claim (as on Redis and
+/// etcd): nothing would take it back if that writer's lease ran out
+/// unreleased after this one stopped waiting.
 /// Every decision reads the row itself, locked by the upsert, as the last
 /// committed statement left it: a reader that got in a moment before is
 /// seen. Returns one row, `(acquired, fence or NULL, remaining
@@ -175,6 +178,7 @@ pub(super) fn acquire(leases: &str, fences: &str, fenced: bool, waiting: bool) -
         reader_tokens   = CASE WHEN {free} THEN NULL ELSE t.reader_tokens END,
         reader_expiries = CASE WHEN {free} THEN NULL ELSE t.reader_expiries END,
         writer_waits_until = CASE WHEN {free} THEN NULL
+                                  WHEN t.expires_at > {now} THEN t.writer_waits_until
                                   ELSE GREATEST(t.writer_waits_until, {now} + {WRITER_INTENT}) END,
         waited_until = CASE WHEN {free} THEN t.waited_until
                             WHEN t.expires_at > {now}
