@@ -1,5 +1,5 @@
 -- Holder: who holds the lease, and for how much longer, read together.
--- KEYS: lease, readers.
+-- KEYS: lease, readers, elected, fencing counter.
 -- Returns nil when free; {0, token, remaining ms} for a writer (remaining
 -- is -1 for a value without expiry), {2, token, remaining ms, fence} for
 -- an election's leader (the writer `{...}:elected` names, see acquire.lua:
@@ -11,8 +11,8 @@ if not token then
   return false
 end
 if token ~= '#readers' then
-  if redis.call('GET', KEYS[1] .. ':elected') == token then
-    local fence = redis.call('GET', KEYS[1] .. ':fence')
+  if redis.call('GET', KEYS[3]) == token then
+    local fence = redis.call('GET', KEYS[4])
     if fence then
       return {2, token, redis.call('PTTL', KEYS[1]), fence}
     end
