@@ -80,6 +80,15 @@ impl<'a> KeyArg<'a> {
         }
     }
 
+    /// Which holder of the lease of `key` the fencing counter's last token
+    /// went to.
+    pub(super) fn fenced(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: FENCED_SUFFIX,
+        }
+    }
+
     /// The fencing counter of the lease of `key`.
     pub(crate) fn fence(key: &'a str) -> Self {
         KeyArg {
@@ -198,6 +207,11 @@ const WRITER_WAITS_SUFFIX: &str = ":writer-waits";
 /// What follows a lease key in the key naming an election's leader; same
 /// slot.
 const ELECTED_SUFFIX: &str = ":elected";
+
+/// What follows a lease key in the key naming the holder its fencing
+/// counter's last token went to; same slot. No expiry, as the counter's: a
+/// value naming a holder that is gone names no holder the lease has.
+const FENCED_SUFFIX: &str = ":fenced";
 
 /// What follows a lease key in its fencing counter's key; same slot. The
 /// counter has no expiry: one that vanished would start again at 1 and hand

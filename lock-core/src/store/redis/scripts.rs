@@ -74,14 +74,15 @@ pub(super) mod sent {
     use super::KeyArg;
 
     /// acquire.lua: lease, waiters marker, fencing counter, writers'
-    /// claims, elected.
-    pub(in super::super) fn acquire(key: &str) -> [KeyArg<'_>; 5] {
+    /// claims, elected, fenced.
+    pub(in super::super) fn acquire(key: &str) -> [KeyArg<'_>; 6] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
             KeyArg::fence(key),
             KeyArg::writer_waits(key),
             KeyArg::elected(key),
+            KeyArg::fenced(key),
         ]
     }
 
@@ -124,13 +125,14 @@ pub(super) mod sent {
         ]
     }
 
-    /// holder.lua: lease, readers, elected, fencing counter.
-    pub(in super::super) fn holder(key: &str) -> [KeyArg<'_>; 4] {
+    /// holder.lua: lease, readers, elected, fencing counter, fenced.
+    pub(in super::super) fn holder(key: &str) -> [KeyArg<'_>; 5] {
         [
             KeyArg::lease(key),
             KeyArg::readers(key),
             KeyArg::elected(key),
             KeyArg::fence(key),
+            KeyArg::fenced(key),
         ]
     }
 
