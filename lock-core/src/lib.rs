@@ -151,9 +151,13 @@
 //! and 4 s when the give-back found nothing, since a store with a pool of
 //! connections may run the give-back first. The give-back lands a moment
 //! after the drop, not before the drop returns. In memory it is
-//! synchronous, even outside a runtime; for the other stores, outside a
-//! tokio runtime or while the runtime shuts down, no task can run it, so
-//! the lease ends at its TTL and a WARN says so. The cancellation
+//! synchronous, even outside a runtime. A runtime that shuts down first
+//! (`#[tokio::main]` returning) drops that task unfinished: the lease is
+//! then given back on a thread of its own, over a connection of its own
+//! ([`LockStore::reopen`]), and the shutdown waits for it, up to 2 s (see
+//! [`LockGuard`'s drop](LockGuard#dropped-unreleased)). Outside a tokio
+//! runtime no task can run it, so the lease ends at its TTL and a WARN says
+//! so. The cancellation
 //! behaviours of `lock-test-kit`'s store suites check this on every store:
 //! they cut thousands of acquires, waiting acquires and `run`s off after a
 //! random number of scheduler turns, then check that every name they
