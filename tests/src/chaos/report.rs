@@ -6,11 +6,13 @@
 //! | stale writes accepted | 0 | a fenced write accepted although another holder read the row between its read and its write (row versions, no clocks) |
 //! | lost updates on the resource | 0 | accepted writes minus the row's value |
 //! | fenced reads refused | 0 | a new holder whose fence was lower than one the row had already seen: the store's fences went back |
+//! | fences handed out twice | 0 | two fenced sections of one name with the same fencing token: tokens must strictly grow, and a handover that reuses one passes the resource's `seen <= fence` check |
 //! | unexplained overlaps | 0 | two sections of one lock at once, fenced or plain, with no fault to explain it (see [`explain`](super::explain)) |
 //! | leases left after the clean stop | 0 | the store, checked for every lease each worker held at or after the stop as it ends, then for every name |
 //! | stuck names | 0 | a name refused to another worker `TTL` + slack after its holder was killed, paused or cut off, before anyone took it |
 //! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (memcached has no cross-process wakeups) |
-//! | waiting calls that polled the store | 0 | a call that sent more acquire attempts than 10 plus 25 a second it lasted: a waiter wakes on a release, an expiry or its deadline, never on a fixed short timer |
+//! | waiting calls that polled the store | 0 | a call that sent more acquire attempts than 10 plus 10 a second it lasted: a waiter wakes on a release, an expiry or its deadline, never on a fixed short timer |
+//! | calls that gave up early | 0 | a call that answered "busy" (`Ok(None)`) before its wait was out: a waiter that stops waiting while the lock may still come free |
 //! | stalled workers | 0 | a fault-free stretch of 3 TTLs in which a worker finished no call (a body that ran, or a clean `None`) and began no body |
 //! | fault kinds never injected | 0 | a kind the store suffers that the run did not manage to inject |
 //! | renewals performed | above 0 | extends the store accepted for the calls' leases |
@@ -131,6 +133,11 @@ pub struct Report {
     pub(super) fenced_accepted: i64,
     pub(super) fenced_rejected: i64,
     pub(super) fenced_refused: i64,
+    /// `name: fence` for each fencing token two sections of one name got.
+    pub(super) fences_twice: Vec<String>,
+    /// `worker lock: busy after s of a wait of w`, for each call that
+    /// answered busy before its wait was out.
+    pub(super) gave_up_early: Vec<String>,
     pub(super) fenced_cancelled: i64,
     pub(super) stale_accepted: i64,
     pub(super) lost_updates: i64,
@@ -259,6 +266,21 @@ impl Report {
         let stalls = progress(client, s, &context, &faults).await?;
         let frozen_writes = frozen_writes(client, s).await?;
         let polled = polled(client, s).await?;
+        let fences_twice = client
+            .query(
+                &format!(
+                    "SELECT name || ': ' || fence || ' (' || string_agg(worker, ', ' ORDER BY started) || ')'
+                     FROM \"{s}\".intervals WHERE mode = 'fenced' AND fence IS NOT NULL
+                     GROUP BY name, fence HAVING count(*) > 1 ORDER BY 1"
+                ),
+                &[],
+            )
+            .await
+            .map_err(q)?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let gave_up_early = gave_up_early(client, s).await?;
         let errors = client
             .query(
                 &format!(
@@ -278,6 +300,8 @@ impl Report {
             fenced_accepted: fenced.get(0),
             fenced_rejected: fenced.get(1),
             fenced_refused: fenced.get(2),
+            fences_twice,
+            gave_up_early,
             fenced_cancelled: fenced.get(3),
             stale_accepted,
             lost_updates,
@@ -338,6 +362,7 @@ impl Report {
             "fenced reads refused (fences went back)",
             self.fenced_refused,
         );
+        check("fences handed out twice", self.fences_twice.len() as i64);
         check("unexplained overlaps of fenced sections", fenced as i64);
         check("unexplained overlaps of plain sections", plain as i64);
         check(
@@ -359,6 +384,10 @@ impl Report {
         check(
             "waiting calls that polled the store",
             self.polled.calls.len() as i64,
+        );
+        check(
+            "calls that gave up before their wait was out",
+            self.gave_up_early.len() as i64,
         );
         check(
             "fault kinds never injected",
@@ -454,6 +483,7 @@ impl Report {
                 "stale_writes_accepted": self.stale_accepted,
                 "lost_updates": self.lost_updates,
                 "reads_refused_fence_went_back": self.fenced_refused,
+                "fences_handed_out_twice": self.fences_twice,
                 "overlaps": overlaps(&self.fenced_overlaps),
                 "unexplained_overlaps": self.unexplained().0,
             },
@@ -488,6 +518,7 @@ impl Report {
                 "faults_nearby": slept.nearby,
             })).collect::<Vec<_>>(),
             "frozen_writes": self.frozen_writes,
+            "gave_up_early": self.gave_up_early,
             "polled": {
                 "calls": self.polled.calls,
                 "most_attempts_per_second": self.polled.most_per_second,
@@ -532,7 +563,8 @@ async fn totals(client: &Client, s: &str) -> Result<Totals, String> {
 
 /// Pairs of critical sections of one lock that ran at once, each matched
 /// to the fault that explains it. A killed worker's open section ends at
-/// its kill.
+/// its kill; any other section left open (a worker that died on its own,
+/// a rival cut off as the run ended) lasts until the records are read.
 async fn overlaps(
     client: &Client,
     s: &str,
@@ -548,7 +580,8 @@ async fn overlaps(
                            coalesce(i.ended, (SELECT min(f.started) FROM \"{s}\".faults f
                                               WHERE f.kind = 'kill'
                                                 AND (f.target = i.worker OR i.worker LIKE f.target || '.%')
-                                                AND f.started >= i.started)) AS e
+                                                AND f.started >= i.started),
+                                    clock_timestamp()) AS e
                     FROM \"{s}\".intervals i WHERE i.mode = $1)
                  SELECT a.name, a.worker, b.worker,
                         extract(epoch FROM a.requested)::float8, extract(epoch FROM a.started)::float8,
@@ -643,8 +676,35 @@ async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
 /// See [`polled`].
 const POLL_BASE: f64 = 10.0;
 
-/// See [`polled`].
-const POLL_RATE: f64 = 25.0;
+/// See [`polled`]. The busiest calls of ten-minute runs sent under 5 a
+/// second; a waiter napping 50 ms between tries sends 20 and more.
+const POLL_RATE: f64 = 10.0;
+
+/// How much sooner than its wait a busy call may end: none, but for the
+/// rounding of the microseconds recorded.
+const EARLY_SLACK_US: i64 = 1_000;
+
+/// The calls that answered busy (`Ok(None)`) before their wait was out.
+/// A call's wait is counted from before it began, so a waiter that waits
+/// its wait out always ends after it.
+async fn gave_up_early(client: &Client, s: &str) -> Result<Vec<String>, String> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT worker || ' ' || name || ' ' || mode || ': busy after '
+                        || round(extract(epoch FROM finished - wait_started)::numeric, 3)
+                        || ' s of a wait of ' || round(wait_us / 1e6, 3) || ' s'
+                 FROM \"{s}\".attempts
+                 WHERE outcome = 'busy' AND wait_us IS NOT NULL
+                   AND finished - wait_started < (wait_us - $1) * interval '1 microsecond'
+                 ORDER BY wait_started"
+            ),
+            &[&EARLY_SLACK_US],
+        )
+        .await
+        .map_err(|e| format!("reading the busy calls: {e}"))?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
 
 /// What became of the section frozen by each pause before a write: its
 /// write rejected by the fence (what the fault is for), accepted, never

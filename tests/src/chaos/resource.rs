@@ -7,8 +7,9 @@
 //! intervals  one critical section: who, which lock, fence, started/ended
 //!            on the server's clock, the versions its read and write saw,
 //!            when the acquire that won its lease was sent
-//! attempts   one call: when it began waiting, how it ended, the renewals
-//!            that kept its lease, the acquire attempts it sent
+//! attempts   one call: when it began waiting, how long it was to wait, how
+//!            it ended, the renewals that kept its lease, the acquire
+//!            attempts it sent
 //! faults     one injected fault: kind, target, started/ended, the names
 //!            whose leases it could take (none listed: every name)
 //! ```
@@ -60,7 +61,7 @@ impl Schema {
                  name text NOT NULL, mode text NOT NULL, wait_started timestamptz NOT NULL,
                  finished timestamptz NOT NULL, outcome text NOT NULL, interval_id bigint,
                  detail text, renewals integer NOT NULL DEFAULT 0,
-                 store_attempts integer NOT NULL DEFAULT 0);
+                 store_attempts integer NOT NULL DEFAULT 0, wait_us bigint);
              CREATE TABLE \"{s}\".faults (id bigserial PRIMARY KEY, kind text NOT NULL,
                  target text NOT NULL, started timestamptz NOT NULL, ended timestamptz,
                  detail text, names text[]);
@@ -128,9 +129,9 @@ impl Schema {
             ),
             attempt: format!(
                 "INSERT INTO {attempts} (worker, name, mode, wait_started, finished, outcome,
-                                         interval_id, detail, renewals, store_attempts)
+                                         interval_id, detail, renewals, store_attempts, wait_us)
                  VALUES ($1, $2, $3, clock_timestamp() - $4::bigint * interval '1 microsecond',
-                         clock_timestamp(), $5, $6, $7, $8, $9)"
+                         clock_timestamp(), $5, $6, $7, $8, $9, $10)"
             ),
             fault: format!(
                 "INSERT INTO {faults} (kind, target, started) VALUES ($1, $2, clock_timestamp())

@@ -105,6 +105,14 @@ impl Report {
                 "  reads refused, fence went back     {}   of {} reads (must be 0)",
                 self.fenced_refused, t.claims
             );
+            let _ = writeln!(
+                o,
+                "  fences handed out twice            {}   (must be 0: each acquire's token is above every earlier one)",
+                self.fences_twice.len()
+            );
+            for twice in self.fences_twice.iter().take(5) {
+                let _ = writeln!(o, "    fence handed out twice: {twice}");
+            }
             overlaps(o, "fenced", &self.fenced_overlaps, t.sections.0);
             for frozen in &self.frozen_writes {
                 let _ = writeln!(o, "    frozen before its write: {frozen}");
@@ -186,6 +194,14 @@ impl Report {
         );
         for call in self.polled.calls.iter().take(5) {
             let _ = writeln!(o, "    polled: {call}");
+        }
+        let _ = writeln!(
+            o,
+            "  calls that gave up early           {}   (must be 0: a busy answer before the call's wait was out)",
+            self.gave_up_early.len()
+        );
+        for call in self.gave_up_early.iter().take(5) {
+            let _ = writeln!(o, "    gave up early: {call}");
         }
         for stall in &self.stalls {
             let _ = writeln!(

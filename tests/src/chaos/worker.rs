@@ -522,6 +522,9 @@ async fn run_loop(shared: Arc<Shared>, task: usize) {
             .map_or(0, |token| shared.counted.take(&token));
         let renewals = i32::try_from(renewals).unwrap_or(i32::MAX);
         let mode = if fenced { "fenced" } else { "plain" };
+        // The fenced function waits as its attribute says.
+        let wait_us =
+            i64::try_from(if fenced { WAIT } else { wait }.as_micros()).unwrap_or(i64::MAX);
         let _ = db
             .client
             .execute(
@@ -536,6 +539,7 @@ async fn run_loop(shared: Arc<Shared>, task: usize) {
                     &detail,
                     &renewals,
                     &attempts,
+                    &wait_us,
                 ],
             )
             .await;

@@ -778,3 +778,161 @@ async fn a_name_held_past_its_ttl_just_after_a_leader_change_is_not_stuck() {
         );
     }
 }
+
+// A section left open (its worker died on its own, or the harness's own
+// rival was cut off as the run ended) lasts until the records are read:
+// it still overlaps what came after it, and the report says so rather
+// than stopping at the missing end.
+#[tokio::test]
+async fn a_section_left_open_overlaps_what_follows_it() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 1.0).await;
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
+                 VALUES ('n0', 'plain', 'w1#0', '2026-01-01'::timestamptz + interval '0.5 second')",
+                schema.0
+            ),
+            &[],
+        )
+        .await
+        .expect("an interval left open");
+    plain_interval(&client, &schema, "w2#0", 3.0, 3.5).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    let overlaps = json["unfenced"]["overlaps"].as_array().expect("overlaps");
+    assert_eq!(overlaps.len(), 2, "with w0's section and with w2's: {json}");
+}
+
+// A fence handed out twice one after the other (a handover that reused
+// the counter's value): neither holder overlaps the other, and the row
+// takes both, since its check is `seen <= fence`. Only a figure that
+// looks at the tokens themselves sees that they did not grow.
+#[tokio::test]
+async fn a_fence_handed_out_twice_in_turn_fails_the_run() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    let (a, _) = claim(&client, &schema, "w0#0", 7).await;
+    assert!(write(&client, &schema, a, 7, 1).await);
+    client
+        .execute(
+            &format!(
+                "UPDATE \"{}\".intervals SET ended = clock_timestamp() WHERE id = $1",
+                schema.0
+            ),
+            &[&a],
+        )
+        .await
+        .expect("a's section ends");
+    let (b, read_b) = claim(&client, &schema, "w1#0", 7).await;
+    assert_eq!(
+        read_b,
+        Some(1),
+        "b reads a's write: no overlap, nothing stale"
+    );
+    assert!(write(&client, &schema, b, 7, 2).await);
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["fenced"]["stale_writes_accepted"], 0, "{json}");
+    let twice = json["fenced"]["fences_handed_out_twice"]
+        .as_array()
+        .expect("a list");
+    assert_eq!(twice.len(), 1, "{json}");
+    assert!(
+        json["violations"]
+            .to_string()
+            .contains("fences handed out twice"),
+        "{json}"
+    );
+}
+
+/// A plain call on `n0` for `worker` that answered busy after `took`
+/// seconds of a wait of `wait` seconds.
+async fn busy_after(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    worker: &str,
+    took: f64,
+    wait: f64,
+) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".attempts (worker, name, mode, wait_started, finished, outcome, wait_us)
+                 VALUES ($1, 'n0', 'plain', '2026-01-01'::timestamptz,
+                         '2026-01-01'::timestamptz + $2::float8 * interval '1 second', 'busy',
+                         ($3::float8 * 1e6)::bigint)",
+                schema.0
+            ),
+            &[&worker, &took, &wait],
+        )
+        .await
+        .expect("a busy call");
+}
+
+// A waiter that answers "busy" before its wait is out (it judged the
+// holder would outlast it, say) gives up on a lock that may yet come
+// free: no overlap, no stall, no polling shows it. Waiting the wait out
+// is fine, and so is taking a little longer.
+#[tokio::test]
+async fn a_call_that_gives_up_before_its_wait_is_out_fails_the_run() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    busy_after(&client, &schema, "w0#0", 2.0004, 2.0).await;
+    busy_after(&client, &schema, "w1#0", 2.3, 2.0).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(
+        json["gave_up_early"].as_array().map(Vec::len),
+        Some(0),
+        "{json}"
+    );
+
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    busy_after(&client, &schema, "w0#0", 0.05, 2.0).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(
+        json["gave_up_early"].as_array().map(Vec::len),
+        Some(1),
+        "{json}"
+    );
+    assert!(
+        json["violations"]
+            .to_string()
+            .contains("gave up before their wait was out"),
+        "{json}"
+    );
+}
+
+// A waiter that naps a fixed 50 ms between tries sends 20 a second: well
+// within what a bound of 25 a second let through, and far above what a
+// waiter woken by releases and expiries sends (under 5 a second in
+// ten-minute runs).
+#[tokio::test]
+async fn a_waiter_trying_twenty_times_a_second_is_polling() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".attempts (worker, name, mode, wait_started, finished, outcome, store_attempts)
+                 VALUES ('w0#0', 'n0', 'plain', '2026-01-01'::timestamptz,
+                         '2026-01-01'::timestamptz + interval '2 seconds', 'busy', 40)",
+                schema.0
+            ),
+            &[],
+        )
+        .await
+        .expect("a call that tried 40 times in 2 s");
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(
+        json["polled"]["calls"].as_array().map(Vec::len),
+        Some(1),
+        "{json}"
+    );
+}
