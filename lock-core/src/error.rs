@@ -120,6 +120,24 @@ pub enum Error {
         key: String,
     },
 
+    /// No manager to take the lock in: it uses the default manager
+    /// ([`registry::manager`](crate::registry::manager), or `#[locked]`
+    /// without `manager`), and none is installed. Locks fail closed rather
+    /// than fall back to a per-process store, whose locks would not exclude
+    /// the application's other processes.
+    ///
+    /// The message says what to install: `registry::install(lock_core::connect(url).await?)?`
+    /// for locks that exclude every process of a fleet,
+    /// `registry::install(LockManager::memory())?` for one process, and
+    /// [`registry::with_manager`](crate::registry::with_manager) in tests.
+    #[error("no lock manager to take lock `{key}` in: {reason}")]
+    NoManager {
+        /// The key of the lock (the prefix, for a listing).
+        key: String,
+        /// Why there is none here, and what to install.
+        reason: &'static str,
+    },
+
     /// The store cannot do what was asked (for example, memcached cannot
     /// list its keys).
     #[error("the {store} store cannot {operation}: {hint}")]
@@ -344,6 +362,10 @@ mod tests {
                 store: "memcached",
             },
             Error::NotShared { key: key() },
+            Error::NoManager {
+                key: key(),
+                reason: "none is installed",
+            },
             Error::AlreadyInstalled,
             Error::UnknownManager { name: "x".into() },
             Error::invalid_config(

@@ -72,7 +72,8 @@
 //!   client certificate the same way.
 //! - [`registry`]: the application-wide manager, every lock the binary
 //!   declares ([`registry::declared`]), and the boot-time check of both
-//!   ([`registry::verify`]).
+//!   ([`registry::verify`]). With no manager installed, locks fail with
+//!   [`Error::NoManager`] rather than lock one process only.
 //! - [`LockManager::list`] and the `locks` command (crate `lock-cli`): which
 //!   locks are held, by whom, for how long; `metrics` (feature `metrics`):
 //!   acquisitions, waits, hold times and lost leases, through the `metrics`
@@ -213,7 +214,6 @@
 //! | `lock reached its max_hold: no longer renewing` | WARN | `key` |
 //! | `lock lease lost: cancelled the work`, or `... while the work runs on; ...` | ERROR | `key`, `held_ms` |
 //! | `a lock future was dropped outside a tokio runtime, ...` | WARN | `key` |
-//! | `no lock manager installed: using a per-process memory store, ...` (once) | WARN | |
 //!
 //! With the `metrics` feature the same operations are counted and timed
 //! (the `metrics` module lists each metric and its labels).

@@ -40,6 +40,9 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), AppError> {
+/// // Once, at startup: a shared store for a fleet (`lock_core::connect(url)`),
+/// // or memory for one process. With none, calls fail with `Error::NoManager`.
+/// lock_core::registry::install(lock_core::LockManager::memory())?;
 /// match build_report("acme").await? {
 ///     Some(report) => println!("built {report:?}"),
 ///     None => println!("another worker is building the acme report"),
@@ -113,8 +116,10 @@ use proc_macro::TokenStream;
 /// [`lock_core::registry::install_named`](registry/fn.install_named.html):
 /// `manager = "billing"`. Without it the function uses the default manager,
 /// [`lock_core::registry::manager`](registry/fn.manager.html). A manager that is not
-/// installed makes each call fail with
-/// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager);
+/// installed makes each call fail, before the body runs, with
+/// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager),
+/// or [`lock_core::Error::NoManager`](enum.Error.html#variant.NoManager) for
+/// the default one (never a per-process fallback);
 /// [`lock_core::registry::verify`](registry/fn.verify.html) reports it at boot.
 /// Inside [`lock_core::registry::with_manager`](registry/fn.with_manager.html), the
 /// override is used whatever `manager` says, so tests need no global setup.
@@ -207,6 +212,7 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), AppError> {
+/// # lock_core::registry::install(lock_core::LockManager::memory())?;
 /// let cents: u64 = charge(7).await?; // no Option: contention is an AppError
 /// assert_eq!(cents, 700);
 /// # Ok(()) }
@@ -349,6 +355,7 @@ use proc_macro::TokenStream;
 ///         .await
 /// }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # lock_core::registry::install(lock_core::LockManager::memory()).unwrap();
 /// # assert_eq!(charge(7).await.unwrap(), 700);
 /// # }
 /// ```
@@ -402,6 +409,7 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # lock_core::registry::install(lock_core::LockManager::memory()).unwrap();
 /// # assert_eq!(Nightly.run().await.unwrap(), Some(42));
 /// # assert_eq!(Weekly.run().await.unwrap(), Some(7));
 /// # }

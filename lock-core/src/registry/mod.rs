@@ -8,12 +8,35 @@
 //! 2. for [`manager_named`], the manager installed under that name with
 //!    [`install_named`]; for [`manager`], the default one installed with
 //!    [`install`];
-//! 3. for [`manager`] only, a per-process memory manager, announced once at
-//!    WARN because its locks do not exclude other processes.
+//! 3. nothing: the lock fails with [`Error::NoManager`] (or
+//!    [`Error::UnknownManager`] for a named one), whose message says what to
+//!    install.
 //!
-//! The registry also keeps the catalogue of every `#[locked]` function the
-//! binary declares ([`declared`]) and checks it against the installed
-//! managers at boot ([`verify`]).
+//! # Nothing installed fails closed
+//!
+//! A lock library that quietly falls back to a per-process store breaks
+//! exclusion exactly where it matters, and says so only in a log line
+//! nobody reads:
+//!
+//! ```text
+//! host a: starts, forgets registry::install, takes "nightly" in its own memory: runs the job
+//! host b: starts, forgets registry::install, takes "nightly" in its own memory: runs the job
+//! host c: ...                                                                   runs the job
+//! ```
+//!
+//! So with nothing installed every lock fails, `#[locked]` calls included,
+//! before the body runs. A per-process store is something an application
+//! asks for, by installing one:
+//!
+//! - `registry::install(lock_core::connect(url).await?)?` for locks that
+//!   exclude every process of the fleet;
+//! - `registry::install(LockManager::memory())?` for an application that
+//!   runs as one process: the memory store is then a choice written in
+//!   `main`, where a reviewer sees it;
+//! - [`with_manager`] in tests.
+//!
+//! [`verify`] reports the missing manager at startup, listing the
+//! functions that would fail.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
@@ -38,33 +61,31 @@ mod verify;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{OnceLock, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 
 pub use self::declared::{DeclaredLock, declared};
 pub use self::problems::{Problem, Problems};
 pub use self::verify::verify;
 /// Re-exported where `#[locked]`'s catalogue used to name it.
 pub use crate::OnContended;
+use crate::manager::installed;
 use crate::{Error, LockManager, Result};
 
-tokio::task_local! {
-    static OVERRIDE: LockManager;
-}
-
-static DEFAULT: OnceLock<LockManager> = OnceLock::new();
-static FALLBACK: OnceLock<LockManager> = OnceLock::new();
 static NAMED: RwLock<Option<HashMap<String, LockManager>>> = RwLock::new(None);
 
 /// Installs the default manager, the one [`manager`] returns.
 ///
-/// Call it once, at startup, before the first lock is taken.
+/// Call it once, at startup, before the first lock is taken. Until it is
+/// called, locks on the default manager fail with [`Error::NoManager`].
 ///
 /// # Errors
 ///
 /// [`Error::AlreadyInstalled`] when a default manager is already installed:
 /// the first one stays, so locks never switch stores mid-run.
 pub fn install(manager: LockManager) -> Result<()> {
-    DEFAULT.set(manager).map_err(|_| Error::AlreadyInstalled)
+    // Bound now: a manager taken from `manager()` while nothing was
+    // installed stands for the default itself, and would resolve to itself.
+    installed::install(manager.bound()).map_err(|_| Error::AlreadyInstalled)
 }
 
 /// Installs a manager under `name`, for `#[locked(manager = "name")]` and
@@ -80,34 +101,51 @@ pub fn install_named(name: impl Into<String>, manager: LockManager) -> Result<()
     if named.contains_key(&name) {
         return Err(Error::NameTaken { name });
     }
-    named.insert(name, manager);
+    named.insert(name, manager.bound());
     Ok(())
 }
 
-/// The manager locks use: the task-local override, else the installed default,
-/// else a per-process memory manager (with one WARN saying so).
+/// The manager locks use: the task-local override, else the installed
+/// default.
+///
+/// With neither, a manager that stands for the default manager to come:
+/// every use resolves the one [`install`]ed by then. Until one is
+/// installed, its locks fail with [`Error::NoManager`] (whose message says
+/// what to install), and it is not [shared](LockManager::is_shared). So a
+/// manager taken early, before `main` installs one (kept in a struct built
+/// at startup, say), works once one is installed, and never quietly locks
+/// one process only. Each [`LockManager::lock`] call binds its lock to the
+/// manager installed at that moment.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::{registry, Error, LockManager};
+///
+/// let early = registry::manager(); // nothing installed yet
+/// let refused = early.lock("nightly", Duration::from_secs(60)).acquire().await;
+/// assert!(matches!(refused, Err(Error::NoManager { .. })));
+///
+/// registry::install(LockManager::memory().with_prefix("app:"))?;
+/// let lock = early.lock("nightly", Duration::from_secs(60));
+/// assert_eq!(lock.key(), "app:nightly", "the installed manager's");
+/// assert!(lock.acquire().await?.is_some());
+/// # Ok(()) }
+/// ```
 pub fn manager() -> LockManager {
-    if let Ok(manager) = OVERRIDE.try_with(LockManager::clone) {
+    if let Some(manager) = installed::overridden() {
         return manager;
     }
-    if let Some(manager) = DEFAULT.get() {
-        return manager.clone();
+    match installed::installed() {
+        Some(manager) => manager.clone(),
+        None => LockManager::installed_later(),
     }
-    FALLBACK
-        .get_or_init(|| {
-            tracing::warn!(
-                "no lock manager installed: using a per-process memory store, so locks exclude \
-                 this process only; call lock_core::registry::install(manager) at startup"
-            );
-            LockManager::memory()
-        })
-        .clone()
 }
 
-/// Whether [`manager`] would return the per-process fallback right now: no
-/// override, nothing installed.
-pub(crate) fn default_is_fallback() -> bool {
-    OVERRIDE.try_with(|_| ()).is_err() && DEFAULT.get().is_none()
+/// Whether locks on the default manager would fail for want of one right
+/// now: no override, nothing installed.
+pub(crate) fn nothing_installed() -> bool {
+    installed::overridden().is_none() && installed::installed().is_none()
 }
 
 /// The manager installed under `name` (or the task-local override, which wins
@@ -117,7 +155,7 @@ pub(crate) fn default_is_fallback() -> bool {
 ///
 /// [`Error::UnknownManager`] when nothing is installed under `name`.
 pub fn manager_named(name: &str) -> Result<LockManager> {
-    if let Ok(manager) = OVERRIDE.try_with(LockManager::clone) {
+    if let Some(manager) = installed::overridden() {
         return Ok(manager);
     }
     NAMED
@@ -136,5 +174,5 @@ pub fn manager_named(name: &str) -> Result<LockManager> {
 /// Inside, [`manager`] and [`manager_named`] return `manager`. Tasks spawned
 /// from inside do not inherit the override; wrap their futures too.
 pub fn with_manager<F: Future>(manager: LockManager, future: F) -> impl Future<Output = F::Output> {
-    OVERRIDE.scope(manager, future)
+    installed::scope(manager.bound(), future)
 }
