@@ -74,6 +74,8 @@
 //!   declares ([`registry::declared`]), and the boot-time check of both
 //!   ([`registry::verify`]). With no manager installed, locks fail with
 //!   [`Error::NoManager`] rather than lock one process only.
+//! - [`testing`]: a guide to testing code that takes locks (a memory
+//!   manager per test, `shared` locks, the paused clock, spawned tasks).
 //! - [`LockManager::list`] and the `locks` command (crate `lock-cli`): which
 //!   locks are held, by whom, for how long; `metrics` (feature `metrics`):
 //!   acquisitions, waits, hold times and lost leases, through the `metrics`
@@ -188,7 +190,7 @@
 //! **Tests on a paused clock.** Every deadline the runtime sleeps toward is
 //! on tokio's clock, and the memory store keeps TTLs on it too: under
 //! `#[tokio::test(start_paused = true)]`, waits, renewals, [`Lease::lost`]
-//! and in-memory expiry all run in virtual time.
+//! and in-memory expiry all run in virtual time. [`testing`] shows it.
 //!
 //! **Shared only where it says so.** A [`MemoryStore`] excludes tasks of one
 //! process only; [`LockManager::is_shared`] says whether a manager's locks
@@ -263,6 +265,7 @@ mod options;
 pub mod registry;
 pub mod store;
 mod supervise;
+pub mod testing;
 mod token;
 
 pub use connect::{ConnectOptions, connect, connect_with};

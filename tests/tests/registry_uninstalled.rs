@@ -1,12 +1,17 @@
 //! The registry with nothing installed: locks fail closed. Its own test
 //! binary, so that nothing installs a default manager here.
+//!
+//! The tests take turns (`SERIAL`): a `with_manager` scope alive in one of
+//! them changes what the others' errors say (see the spawned-task test).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::{locked, registry};
+use lock_core::{LockManager, locked, registry};
 
 const TTL: Duration = Duration::from_secs(30);
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 static NIGHTLY_RAN: AtomicBool = AtomicBool::new(false);
 
@@ -28,6 +33,7 @@ fn names_both_installs(text: &str) -> bool {
 // exists reached nobody.
 #[tokio::test(flavor = "current_thread")]
 async fn with_nothing_installed_a_locked_call_fails_before_its_body_and_says_what_to_install() {
+    let _serial = SERIAL.lock().await;
     let called = nightly().await;
     let Err(error) = called else {
         panic!("nothing is installed, so the call must fail: {called:?}");
@@ -45,6 +51,7 @@ async fn with_nothing_installed_a_locked_call_fails_before_its_body_and_says_wha
 // says it is not shared.
 #[tokio::test(flavor = "current_thread")]
 async fn with_nothing_installed_the_registrys_manager_fails_every_lock_and_is_not_shared() {
+    let _serial = SERIAL.lock().await;
     let locks = registry::manager();
     assert!(!locks.is_shared(), "no manager is no shared manager");
     let lock = locks.lock("reports", TTL);
@@ -71,5 +78,74 @@ async fn with_nothing_installed_the_registrys_manager_fails_every_lock_and_is_no
             .as_ref()
             .is_err_and(|error| names_both_installs(&error.to_string())),
         "a `shared` lock is told what to install, not that memory is per-process: {shared:?}"
+    );
+}
+
+// A test's override does not reach the tasks its code spawns (tokio does
+// not pass task-locals on). With nothing installed, such a task's locks
+// must fail saying so, not with advice to install a manager the test
+// already gave.
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_spawned_inside_with_manager_is_told_it_runs_outside_it() {
+    let _serial = SERIAL.lock().await;
+    let spawned = registry::with_manager(LockManager::memory(), async {
+        tokio::spawn(async {
+            registry::manager()
+                .lock("thumbnails", TTL)
+                .acquire()
+                .await
+                .map(|guard| guard.is_some())
+        })
+        .await
+        .expect("the task ran")
+    })
+    .await;
+    let Err(error) = spawned else {
+        panic!("the spawned task has no manager: {spawned:?}");
+    };
+    let text = error.to_string();
+    assert!(
+        text.contains(
+            "this task runs outside registry::with_manager (a spawned task does not inherit it)"
+        ) && text.contains("tokio::spawn(registry::with_manager(manager, future))"),
+        "names the spawned task and the fix: {text}"
+    );
+
+    // What the message says to do works.
+    let wrapped = registry::with_manager(LockManager::memory(), async {
+        let locks = registry::manager();
+        tokio::spawn(registry::with_manager(locks, async {
+            registry::manager().lock("thumbnails", TTL).acquire().await
+        }))
+        .await
+        .expect("the task ran")
+    })
+    .await;
+    assert!(
+        wrapped.is_ok_and(|guard| guard.is_some()),
+        "a wrapped task takes the lock in the test's manager"
+    );
+}
+
+// A manager taken from the registry outside the test's `with_manager`
+// (built with the code under test, before the scope) stands for the
+// default manager, not for the override: its error must say where to
+// take it instead.
+#[tokio::test(flavor = "current_thread")]
+async fn a_manager_taken_outside_with_manager_says_so_when_used_inside_it() {
+    let _serial = SERIAL.lock().await;
+    let early = registry::manager();
+    let used = registry::with_manager(LockManager::memory(), async {
+        early.lock("exports", TTL).acquire().await
+    })
+    .await;
+    let Err(error) = used else {
+        panic!("the early manager has no default to resolve: {used:?}");
+    };
+    let text = error.to_string();
+    assert!(
+        text.contains("outside `registry::with_manager`")
+            && text.contains("call `registry::manager()` inside the `with_manager` scope"),
+        "says where to take the manager: {text}"
     );
 }

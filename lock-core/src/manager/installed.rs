@@ -9,6 +9,7 @@
 //! manager reads this slot, and the registry writes it.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::store::{AcquireRequest, Attempt, BoxFuture, LockStore};
@@ -17,8 +18,36 @@ use crate::{Error, Holder, LockManager, Result};
 /// The default manager, set once by `registry::install`.
 static DEFAULT: OnceLock<LockManager> = OnceLock::new();
 
+/// How many `with_manager` scopes exist in this process right now, in any
+/// task: a task without an override while this is above zero was most
+/// likely spawned from inside one, and its error says so.
+static OVERRIDES: AtomicUsize = AtomicUsize::new(0);
+
 tokio::task_local! {
-    static OVERRIDE: LockManager;
+    static OVERRIDE: Override;
+}
+
+/// A task-local override: the manager, and its place in [`OVERRIDES`] for
+/// as long as the scope's future exists.
+struct Override {
+    manager: LockManager,
+    _counted: Counted,
+}
+
+/// One scope counted in [`OVERRIDES`] until dropped.
+struct Counted;
+
+impl Counted {
+    fn new() -> Counted {
+        OVERRIDES.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        OVERRIDES.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Sets the default manager; `Err` when one is set already.
@@ -33,7 +62,12 @@ pub(crate) fn installed() -> Option<&'static LockManager> {
 
 /// The current task's override, if it runs inside `with_manager`.
 pub(crate) fn overridden() -> Option<LockManager> {
-    OVERRIDE.try_with(LockManager::clone).ok()
+    OVERRIDE.try_with(|scope| scope.manager.clone()).ok()
+}
+
+/// Whether the current task runs inside `with_manager`.
+pub(crate) fn in_override() -> bool {
+    OVERRIDE.try_with(|_| ()).is_ok()
 }
 
 /// Runs `future` with `manager` as the current task's override.
@@ -41,18 +75,35 @@ pub(crate) fn scope<F: std::future::Future>(
     manager: LockManager,
     future: F,
 ) -> impl std::future::Future<Output = F::Output> {
-    OVERRIDE.scope(manager, future)
+    let scope = Override {
+        manager,
+        _counted: Counted::new(),
+    };
+    OVERRIDE.scope(scope, future)
 }
 
 /// The error for a lock on `key` that has no manager to take it in, with
 /// the fix that fits where the call was made.
 #[cold]
 pub(crate) fn no_manager(key: &str) -> Error {
-    let reason = "none is installed, and locks fail rather than exclude this process only; \
-         install one at startup, `registry::install(lock_core::connect(url).await?)?` for locks \
-         that exclude every process of the fleet, or `registry::install(LockManager::memory())?` \
+    let reason = if in_override() {
+        "this manager was taken from `registry::manager()` outside `registry::with_manager` \
+         while nothing was installed, so it stands for the default manager, not for the \
+         override this task runs in, and no default manager is installed; call \
+         `registry::manager()` inside the `with_manager` scope"
+    } else if OVERRIDES.load(Ordering::Relaxed) > 0 {
+        "this task runs outside registry::with_manager (a spawned task does not inherit it): \
+         other tasks of this process run inside one, and no default manager is installed; \
+         wrap the spawned future too, \
+         `tokio::spawn(registry::with_manager(manager, future))`, with `manager` taken from \
+         `registry::manager()` inside the scope, or hand the task that manager"
+    } else {
+        "none is installed, and locks fail rather than exclude this process only; install one \
+         at startup, `registry::install(lock_core::connect(url).await?)?` for locks that \
+         exclude every process of the fleet, or `registry::install(LockManager::memory())?` \
          for locks within this one process; in a test, run the code inside \
-         `registry::with_manager(LockManager::memory(), ..)`";
+         `registry::with_manager(LockManager::memory(), ..)`"
+    };
     Error::NoManager {
         key: key.to_owned(),
         reason,

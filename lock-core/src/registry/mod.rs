@@ -33,7 +33,8 @@
 //! - `registry::install(LockManager::memory())?` for an application that
 //!   runs as one process: the memory store is then a choice written in
 //!   `main`, where a reviewer sees it;
-//! - [`with_manager`] in tests.
+//! - [`with_manager`] in tests (see [the testing
+//!   guide](crate::testing)).
 //!
 //! [`verify`] reports the missing manager at startup, listing the
 //! functions that would fail.
@@ -172,7 +173,13 @@ pub fn manager_named(name: &str) -> Result<LockManager> {
 /// current task only.
 ///
 /// Inside, [`manager`] and [`manager_named`] return `manager`. Tasks spawned
-/// from inside do not inherit the override; wrap their futures too.
+/// from inside do not inherit the override (tokio's task-locals are not
+/// inherited, and nothing else marks a task as spawned from a scope): wrap
+/// their futures too, `tokio::spawn(registry::with_manager(manager, future))`,
+/// or hand them the manager. With no default manager installed, a lock
+/// taken in such a task fails with [`Error::NoManager`], saying that it runs
+/// outside `with_manager`. [The testing guide](crate::testing) shows the
+/// whole pattern.
 pub fn with_manager<F: Future>(manager: LockManager, future: F) -> impl Future<Output = F::Output> {
     installed::scope(manager.bound(), future)
 }
