@@ -47,6 +47,13 @@
 //! # async fn main() { a_second_send_while_the_first_holds_the_lock_is_skipped().await }
 //! ```
 //!
+//! Tests of one binary that share a resource (a database, a port) can take
+//! turns with `#[locked]` above `#[tokio::test]`. That lock is taken before
+//! the test's body, so before any `with_manager`: it names the manager
+//! every process has, `manager = "process"`
+//! ([`registry::PROCESS`](crate::registry::PROCESS)), and excludes the
+//! tests of this binary only.
+//!
 //! Keep `registry::install` for `main`. A test binary that must exercise
 //! `main`'s own setup (say, `registry::verify()` on the installed
 //! managers) is a binary of its own (a file in `tests/`), where that

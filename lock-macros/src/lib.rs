@@ -119,7 +119,8 @@ use proc_macro::TokenStream;
 /// installed makes each call fail, before the body runs, with
 /// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager),
 /// or [`lock_core::Error::NoManager`](enum.Error.html#variant.NoManager) for
-/// the default one (never a per-process fallback);
+/// the default one (never a per-process fallback; `manager = "process"`
+/// names this process's own memory manager, explicitly);
 /// [`lock_core::registry::verify`](registry/fn.verify.html) reports it at boot.
 /// Inside [`lock_core::registry::with_manager`](registry/fn.with_manager.html), the
 /// override is used whatever `manager` says, so tests need no global setup.
@@ -439,12 +440,17 @@ use proc_macro::TokenStream;
 /// you wrote; below them it would see the plain `fn` they leave, and says
 /// so. Entry points must keep their return type, so use `contended =
 /// "error"` there (contention is then an error, and `-> Result<(), E>`
-/// stays as declared):
+/// stays as declared). Their lock is taken before their body runs, so
+/// before anything the body could install: name the manager every process
+/// has, `manager = "process"`
+/// ([`lock_core::registry::PROCESS`](registry/constant.PROCESS.html)), whose
+/// locks exclude this process's tasks only. A lock on `main` that must
+/// exclude other processes is taken by hand, after the install.
 ///
 /// ```
 /// # use lock_core::locked;
-/// // Tests that share a database take turns.
-/// #[locked(name = "db-tests", ttl = "30s", wait = "30s", contended = "error")]
+/// // Tests of one binary that share a database take turns.
+/// #[locked(name = "db-tests", ttl = "30s", wait = "30s", contended = "error", manager = "process")]
 /// #[tokio::test]
 /// async fn migrates_the_schema() -> Result<(), lock_core::Error> {
 ///     Ok(())

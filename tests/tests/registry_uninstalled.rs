@@ -149,3 +149,38 @@ async fn a_manager_taken_outside_with_manager_says_so_when_used_inside_it() {
         "says where to take the manager: {text}"
     );
 }
+
+static TURNS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+#[locked(name = "cache-rebuild", ttl = "30s", manager = "process")]
+async fn rebuild_cache() -> u8 {
+    TURNS.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+// A lock meant for this process only, and a lock taken before anything
+// can be installed (`#[locked]` above `#[tokio::test]`), say so where they
+// are written: `manager = "process"` works with nothing installed, and
+// its locks exclude this process's tasks.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lock_on_the_process_manager_works_with_nothing_installed() {
+    let _serial = SERIAL.lock().await;
+    assert_eq!(
+        rebuild_cache().await.expect("the process manager"),
+        Some(1),
+        "runs with nothing installed"
+    );
+    let locks = registry::manager_named(registry::PROCESS).expect("every process has it");
+    assert!(!locks.is_shared(), "this process only");
+    let held = locks
+        .lock("cache-rebuild", TTL)
+        .acquire()
+        .await
+        .expect("memory")
+        .expect("free");
+    assert_eq!(
+        rebuild_cache().await.expect("the process manager"),
+        None,
+        "excluded by a holder in this process"
+    );
+    held.release().await.expect("released");
+}

@@ -102,7 +102,8 @@ pub(crate) fn no_manager(key: &str) -> Error {
          at startup, `registry::install(lock_core::connect(url).await?)?` for locks that \
          exclude every process of the fleet, or `registry::install(LockManager::memory())?` \
          for locks within this one process; in a test, run the code inside \
-         `registry::with_manager(LockManager::memory(), ..)`"
+         `registry::with_manager(LockManager::memory(), ..)`; a lock meant for this process \
+         only can say so where it is taken: `#[locked(manager = \"process\")]`"
     };
     Error::NoManager {
         key: key.to_owned(),

@@ -34,7 +34,9 @@
 //!   runs as one process: the memory store is then a choice written in
 //!   `main`, where a reviewer sees it;
 //! - [`with_manager`] in tests (see [the testing
-//!   guide](crate::testing)).
+//!   guide](crate::testing));
+//! - `#[locked(manager = "process")]` for one lock meant to exclude this
+//!   process's tasks only ([`PROCESS`]), written where the lock is.
 //!
 //! [`verify`] reports the missing manager at startup, listing the
 //! functions that would fail.
@@ -62,7 +64,7 @@ mod verify;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{OnceLock, PoisonError, RwLock};
 
 pub use self::declared::{DeclaredLock, declared};
 pub use self::problems::{Problem, Problems};
@@ -73,6 +75,30 @@ use crate::manager::installed;
 use crate::{Error, LockManager, Result};
 
 static NAMED: RwLock<Option<HashMap<String, LockManager>>> = RwLock::new(None);
+
+/// The name of the manager every process has without installing one: a
+/// memory manager of this process, for locks meant to exclude this
+/// process's tasks only (`#[locked(manager = "process")]`,
+/// `registry::manager_named("process")`).
+///
+/// The explicit form of what was once a silent fallback: written at the
+/// lock, where a reviewer sees that it reaches no other process. It is
+/// what a lock taken before anything can be installed uses, such as
+/// `#[locked]` above `#[tokio::test]` (tests of one binary taking turns).
+/// [`with_manager`] overrides it like any named manager;
+/// [`install_named`] under this name replaces it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> lock_core::Result<()> {
+/// use std::time::Duration;
+/// use lock_core::registry;
+///
+/// let locks = registry::manager_named(registry::PROCESS)?;
+/// assert!(!locks.is_shared(), "this process only");
+/// assert!(locks.lock("cache-rebuild", Duration::from_secs(60)).acquire().await?.is_some());
+/// # Ok(()) }
+/// ```
+pub const PROCESS: &str = "process";
 
 /// Installs the default manager, the one [`manager`] returns.
 ///
@@ -150,7 +176,8 @@ pub(crate) fn nothing_installed() -> bool {
 }
 
 /// The manager installed under `name` (or the task-local override, which wins
-/// over every installed manager).
+/// over every installed manager); for [`PROCESS`], with nothing installed
+/// under it, this process's own memory manager.
 ///
 /// # Errors
 ///
@@ -159,14 +186,24 @@ pub fn manager_named(name: &str) -> Result<LockManager> {
     if let Some(manager) = installed::overridden() {
         return Ok(manager);
     }
-    NAMED
+    let installed = NAMED
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
-        .and_then(|named| named.get(name).cloned())
-        .ok_or_else(|| Error::UnknownManager {
+        .and_then(|named| named.get(name).cloned());
+    match installed {
+        Some(manager) => Ok(manager),
+        None if name == PROCESS => Ok(process()),
+        None => Err(Error::UnknownManager {
             name: name.to_owned(),
-        })
+        }),
+    }
+}
+
+/// The [`PROCESS`] manager, made on first use.
+fn process() -> LockManager {
+    static PROCESS_MANAGER: OnceLock<LockManager> = OnceLock::new();
+    PROCESS_MANAGER.get_or_init(LockManager::memory).clone()
 }
 
 /// Runs `future` with `manager` overriding every installed manager, for the
