@@ -78,15 +78,40 @@ pub(crate) fn remaining(duration: Duration) -> String {
     }
 }
 
-/// The lines of `locks list`: a header, then one row per lock.
+/// The permit a name stands for, when it is one of a semaphore's: the
+/// semaphore's name and the permit's number, from 1. A semaphore of `n`
+/// holds its own name (permit 1) and `name#permit-1` to `name#permit-<n-1>`
+/// (permits 2 to `n`).
+fn permit_of<'a>(name: &'a str, held: &[(String, Holder)]) -> Option<(&'a str, u64)> {
+    if let Some((semaphore, slot)) = name.rsplit_once("#permit-")
+        && !slot.is_empty()
+        && slot.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Some((semaphore, slot.parse::<u64>().ok()?.checked_add(1)?));
+    }
+    // The first permit is the name itself: a semaphore's only when another
+    // of its permits is held too (alone, it reads as the plain lock it is
+    // indistinguishable from).
+    let first = format!("{name}#permit-");
+    held.iter()
+        .any(|(other, _)| other.starts_with(&first) && permit_of(other, &[]).is_some())
+        .then_some((name, 1))
+}
+
+/// The lines of `locks list`: a header, then one row per lock, then the
+/// notes the rows need: which rows are one semaphore's permits.
 pub(crate) fn table(held: &[(String, Holder)]) -> String {
     let rows: Vec<[String; 5]> = held
         .iter()
         .map(|(name, holder)| {
+            let mode = match permit_of(name, held) {
+                Some((_, permit)) => format!("permit {permit}"),
+                None => mode(holder).to_owned(),
+            };
             [
                 printable(name).into_owned(),
                 printable(holder.owner()).into_owned(),
-                mode(holder).to_owned(),
+                mode,
                 remaining(holder.remaining_ttl()),
                 holder
                     .fence()
@@ -118,7 +143,34 @@ pub(crate) fn table(held: &[(String, Holder)]) -> String {
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    for note in notes(held) {
+        let _ = writeln!(out, "{note}");
+    }
     out
+}
+
+/// What the table's rows cannot say by themselves.
+fn notes(held: &[(String, Holder)]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut semaphores: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (name, _) in held {
+        if let Some((semaphore, _)) = permit_of(name, held) {
+            match semaphores.iter_mut().find(|(known, _)| *known == semaphore) {
+                Some((_, names)) => names.push(name),
+                None => semaphores.push((semaphore, vec![name])),
+            }
+        }
+    }
+    for (semaphore, names) in semaphores {
+        let names: Vec<_> = names.iter().map(|name| printable(name)).collect();
+        notes.push(format!(
+            "{}: a semaphore, {} permits held ({})",
+            printable(semaphore),
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    notes
 }
 
 /// Which side of its name a holder holds: `read` for one of its readers,
@@ -127,23 +179,67 @@ pub(crate) fn mode(holder: &Holder) -> &'static str {
     if holder.is_reader() { "read" } else { "write" }
 }
 
-/// One lock as JSON: `name`, `holder` (`host:pid`), `mode` (`read` or
-/// `write`), `remaining_ms` (`null` for no expiry), `fence` (`null` when
-/// unknown).
+/// One lock as JSON: `name`, `holder` (`host:pid`), `mode` (`read`,
+/// `write`, or `permit` for a semaphore's extra permit, `name#permit-<i>`,
+/// with `semaphore` and `permit` its name and number, from 1),
+/// `remaining_ms` (`null` for no expiry), `fence` (`null` when unknown).
 pub(crate) fn json_of(name: &str, holder: &Holder) -> Value {
     let remaining = holder.remaining_ttl();
-    json!({
+    let mut shown = json!({
         "name": name,
         "holder": holder.owner(),
         "mode": mode(holder),
         "remaining_ms": (remaining != Duration::MAX).then_some(remaining.as_millis() as u64),
         "fence": holder.fence(),
-    })
+    });
+    if let Some((semaphore, permit)) = permit_of(name, &[]) {
+        shown["mode"] = "permit".into();
+        shown["semaphore"] = semaphore.into();
+        shown["permit"] = permit.into();
+    }
+    shown
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A semaphore of two holds its name and `name#permit-1`: listed as two
+    // write locks they read as two locks, with no sign that they are the
+    // permits of one semaphore.
+    #[test]
+    fn a_semaphores_permits_are_listed_as_its_permits() {
+        let holder = || {
+            Holder::new(
+                "0123456789abcdef0123456789abcdef@web-1:1",
+                Duration::from_secs(5),
+            )
+        };
+        let held = vec![
+            ("exports".to_owned(), holder()),
+            ("exports#permit-1".to_owned(), holder()),
+            ("reports".to_owned(), holder()),
+        ];
+        let table = table(&held);
+        let line = |name: &str| {
+            table
+                .lines()
+                .find(|line| line.split_whitespace().next() == Some(name))
+                .unwrap_or_else(|| panic!("no row for {name}: {table}"))
+                .to_owned()
+        };
+        assert!(line("exports").contains("permit 1"), "{table}");
+        assert!(line("exports#permit-1").contains("permit 2"), "{table}");
+        assert!(line("reports").contains("write"), "{table}");
+        assert!(
+            table.contains("exports: a semaphore, 2 permits held"),
+            "a note says which rows are one semaphore: {table}"
+        );
+        let json = json_of("exports#permit-1", &held[1].1);
+        assert_eq!(json["semaphore"], "exports", "{json}");
+        assert_eq!(json["permit"], 2, "{json}");
+        assert_eq!(json["mode"], "permit", "{json}");
+    }
 
     #[test]
     fn remaining_times_read_naturally() {

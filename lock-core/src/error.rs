@@ -327,11 +327,20 @@ impl Error {
 pub struct Chain<'a>(&'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for Chain<'_> {
+    /// A cause whose text the level above already quotes is left out:
+    /// client libraries' errors often repeat their own source's message
+    /// (a refused connection's `io::Error`), and the line would say it
+    /// twice.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut above = self.0.to_string();
+        f.write_str(&above)?;
         let mut cause = self.0.source();
         while let Some(next) = cause {
-            write!(f, ": {next}")?;
+            let said = next.to_string();
+            if !above.contains(&said) {
+                write!(f, ": {said}")?;
+            }
+            above = said;
             cause = next.source();
         }
         Ok(())
@@ -429,6 +438,64 @@ mod tests {
         );
         let io: std::io::Error = error.into();
         assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput, "not Other");
+    }
+
+    /// Every level of `err`'s chain, as `anyhow` prints them.
+    fn levels(err: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        let mut levels = vec![err.to_string()];
+        let mut cause = err.source();
+        while let Some(next) = cause {
+            levels.push(next.to_string());
+            cause = next.source();
+        }
+        levels
+    }
+
+    /// An error whose message already quotes its source's, as the client
+    /// libraries' errors often do (the redis crate's for a refused
+    /// connection: its text is the `io::Error`'s, and so is its source).
+    #[derive(Debug)]
+    struct Quoting(std::io::Error);
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.0)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    // A cause that a level above already quotes is not printed again:
+    // "Connection refused (os error 111): Connection refused (os error
+    // 111)" said one thing twice, by `chain` and by `anyhow` alike.
+    #[test]
+    fn a_cause_quoted_by_the_level_above_is_said_once() {
+        let refused = std::io::Error::from_raw_os_error(111);
+        let said = refused.to_string();
+        let err = Error::store("connect", "127.0.0.1:6379", Quoting(refused));
+        let chain = err.chain().to_string();
+        assert_eq!(chain.matches(&said).count(), 1, "repeated: {chain}");
+        // The typed cause stays the source, for callers that look into it.
+        assert!(
+            std::error::Error::source(&err)
+                .is_some_and(|cause| cause.downcast_ref::<Quoting>().is_some()),
+            "{err:?}"
+        );
+        #[cfg(feature = "redis")]
+        {
+            let refused = std::io::Error::from_raw_os_error(111);
+            let err = Error::store("connect", "127.0.0.1:1", ::redis::RedisError::from(refused));
+            let chain = err.chain().to_string();
+            assert_eq!(chain.matches(&said).count(), 1, "repeated: {chain}");
+        }
+        // A cause that says something new is still said.
+        let err = Error::store("connect", "k", Quoting(std::io::Error::other("x")));
+        assert_eq!(levels(&err).len(), 3);
+        assert!(err.chain().to_string().ends_with(": x"), "{}", err.chain());
     }
 
     // What `anyhow` prints: every level of the chain. The cause must appear

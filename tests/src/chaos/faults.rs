@@ -506,7 +506,9 @@ async fn late(run: &Run, slot: &Slot) -> Result<String, String> {
 
 /// Takes plain lock `name` as soon as it is free (waiting up to 2 TTLs),
 /// and holds it for a TTL, its section recorded as the `rival`'s on its
-/// own connection to the resource; whether it held it.
+/// own connection to the resource; whether it held it. Its lease lasts two
+/// TTLs: a section as long as its lease would overrun it, and the worker
+/// insisting on the name would rightly take it as the lease ends.
 async fn rival(
     look: lock_core::LockManager,
     statements: super::resource::Statements,
@@ -515,7 +517,7 @@ async fn rival(
 ) -> Result<bool, String> {
     let db = super::resource::connect(&resource, "chaos-rival").await?;
     let lock = look
-        .lock(format!("plain:{name}").as_str(), TTL)
+        .lock(format!("plain:{name}").as_str(), TTL * 2)
         .wait_for(TTL * 2);
     let Some(guard) = lock.acquire().await.map_err(|e| e.to_string())? else {
         return Ok(false);

@@ -532,7 +532,8 @@ async fn totals(client: &Client, s: &str) -> Result<Totals, String> {
 
 /// Pairs of critical sections of one lock that ran at once, each matched
 /// to the fault that explains it. A killed worker's open section ends at
-/// its kill.
+/// its kill; any other section left open (a worker that died on its own,
+/// a rival cut off as the run ended) lasts until the records are read.
 async fn overlaps(
     client: &Client,
     s: &str,
@@ -548,7 +549,8 @@ async fn overlaps(
                            coalesce(i.ended, (SELECT min(f.started) FROM \"{s}\".faults f
                                               WHERE f.kind = 'kill'
                                                 AND (f.target = i.worker OR i.worker LIKE f.target || '.%')
-                                                AND f.started >= i.started)) AS e
+                                                AND f.started >= i.started),
+                                    clock_timestamp()) AS e
                     FROM \"{s}\".intervals i WHERE i.mode = $1)
                  SELECT a.name, a.worker, b.worker,
                         extract(epoch FROM a.requested)::float8, extract(epoch FROM a.started)::float8,

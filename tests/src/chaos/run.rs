@@ -625,6 +625,12 @@ async fn stop(run: &Run) -> Result<LeasesLeft, String> {
         }
         let label = slot.label.clone();
         let mut lines = slot.lines.take().ok_or("a worker without output")?;
+        // A worker whose output ended before it was told to stop died on
+        // its own: how, if the system says.
+        let died = match slot.child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(status))) => format!("it had ended on its own ({status})"),
+            _ => "its output ended with no report".to_owned(),
+        };
         let manager = manager.clone();
         ending.spawn(async move {
             let last = tokio::time::timeout(Duration::from_secs(30), async {
@@ -638,7 +644,7 @@ async fn stop(run: &Run) -> Result<LeasesLeft, String> {
             let ended = stopping.elapsed();
             let report = match last {
                 Ok(Some(line)) => parse_done(&line).ok_or(line),
-                Ok(None) => Err(String::new()),
+                Ok(None) => Err(died),
                 Err(_) => Err("did not stop within 30 s".to_owned()),
             };
             let (in_worker, held) = match report {

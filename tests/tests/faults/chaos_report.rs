@@ -778,3 +778,30 @@ async fn a_name_held_past_its_ttl_just_after_a_leader_change_is_not_stuck() {
         );
     }
 }
+
+// A section left open (its worker died on its own, or the harness's own
+// rival was cut off as the run ended) lasts until the records are read:
+// it still overlaps what came after it, and the report says so rather
+// than stopping at the missing end.
+#[tokio::test]
+async fn a_section_left_open_overlaps_what_follows_it() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0", 0.0, 1.0).await;
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".intervals (name, mode, worker, started)
+                 VALUES ('n0', 'plain', 'w1#0', '2026-01-01'::timestamptz + interval '0.5 second')",
+                schema.0
+            ),
+            &[],
+        )
+        .await
+        .expect("an interval left open");
+    plain_interval(&client, &schema, "w2#0", 3.0, 3.5).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    let overlaps = json["unfenced"]["overlaps"].as_array().expect("overlaps");
+    assert_eq!(overlaps.len(), 2, "with w0's section and with w2's: {json}");
+}

@@ -641,3 +641,55 @@ async fn readers_never_see_a_write_under_way_across_4_processes() {
     assert_eq!(run.reads, 400, "every read ran: {run:?}");
     assert_eq!(run.total, 200, "no update lost: {run:?}");
 }
+
+/// Every record tokio-postgres logs, counted when it quotes a server's
+/// NOTICE that a relation already exists.
+struct Notices;
+
+static NOTICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl log::Log for Notices {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if record.args().to_string().contains("already exists") {
+            NOTICES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// A store connecting to a database whose tables exist says nothing about
+/// them: the `CREATE ... IF NOT EXISTS` it runs made the server send a
+/// NOTICE per relation ("relation \"lock_leases\" already exists,
+/// skipping"), which tokio-postgres logs at INFO on every connect of every
+/// process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_to_existing_tables_logs_no_notices() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    static LOGGER: Notices = Notices;
+    log::set_logger(&LOGGER).expect("the only logger of this binary");
+    log::set_max_level(log::LevelFilter::Trace);
+    let config = postgres::config().schema(format!("notices_{:08x}", rand::random::<u32>()));
+    // The first connect creates the tables; the second finds them.
+    drop(
+        PostgresStore::connect_with(&url, config.clone())
+            .await
+            .expect("connect"),
+    );
+    let before = NOTICES.load(std::sync::atomic::Ordering::SeqCst);
+    drop(
+        PostgresStore::connect_with(&url, config)
+            .await
+            .expect("connect again"),
+    );
+    let after = NOTICES.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        after - before,
+        0,
+        "a connect to tables that exist logs no \"already exists\" notices"
+    );
+}

@@ -1668,3 +1668,44 @@ async fn a_writer_that_gives_up_lets_in_the_readers_of_its_process_it_stood_in_f
     );
     drop((admitted, other_reader));
 }
+
+/// A fenced lock's holder, read back (`holder()`, `locks list`), shows the
+/// fencing token its acquire got, as on PostgreSQL, etcd and memory: only an
+/// election's leader did, and an operator read `-` as "not fenced". The
+/// next fenced holder shows its own; a plain holder after them, none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_holder_is_read_back_with_its_fencing_token() {
+    let Some(manager) = harness::redis_manager().await else {
+        return;
+    };
+    let locks = manager.with_prefix(unique("fenced-holder"));
+    let lock = || locks.lock("ledger", LONG).fenced();
+    let first = lock().acquire().await.expect("acquire").expect("free");
+    let holder = lock().holder().await.expect("holder").expect("held");
+    assert_eq!(holder.fence(), first.fence(), "the holder's own token");
+    let first_fence = first.fence();
+    first.release().await.expect("release");
+    let second = lock().acquire().await.expect("acquire").expect("free");
+    let holder = lock().holder().await.expect("holder").expect("held");
+    assert_eq!(
+        holder.fence(),
+        second.fence(),
+        "the next holder's own token"
+    );
+    assert!(second.fence() > first_fence);
+    second.release().await.expect("release");
+    let plain = locks
+        .lock("ledger", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    let holder = locks
+        .lock("ledger", LONG)
+        .holder()
+        .await
+        .expect("holder")
+        .expect("held");
+    assert_eq!(holder.fence(), None, "a plain holder got no token");
+    plain.release().await.expect("release");
+}

@@ -170,9 +170,12 @@ impl PostgresStore {
                     // rolled back when a statement fails: the connection may
                     // be the application's, and goes back to its pool
                     // neither inside an aborted transaction nor holding the
-                    // advisory lock.
+                    // advisory lock. Without the server's NOTICEs: each
+                    // `IF NOT EXISTS` that finds its relation sends one,
+                    // which the client logs, on every connect (`SET LOCAL`
+                    // ends with the transaction).
                     let ddl = format!(
-                        "SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {}",
+                        "SET LOCAL client_min_messages = warning; SELECT pg_advisory_xact_lock(hashtext('lock-core schema')); {create_schema} {}",
                         sql::create_tables(&leases, &fences, &sweep_index)
                     );
                     let transaction = client.transaction().await?;

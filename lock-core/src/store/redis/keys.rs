@@ -18,7 +18,7 @@ use crate::store::kit::check_key;
 
 /// The Redis key of a lease: the escaped store key, wrapped in braces so it
 /// is the hash tag.
-pub(super) fn lease_key(key: &str) -> Result<String> {
+pub(crate) fn lease_key(key: &str) -> Result<String> {
     check_key(key)?;
     let mut out = String::with_capacity(key.len() + 8);
     out.push('{');
@@ -32,19 +32,19 @@ pub(super) fn lease_key(key: &str) -> Result<String> {
 /// companion's suffix), without building a `String` first. Every acquire
 /// and release sends one or more of these.
 #[derive(Clone, Copy)]
-pub(super) struct KeyArg<'a> {
+pub(crate) struct KeyArg<'a> {
     key: &'a str,
     suffix: &'static str,
 }
 
 impl<'a> KeyArg<'a> {
     /// The lease of the store key `key`.
-    pub(super) fn lease(key: &'a str) -> Self {
+    pub(crate) fn lease(key: &'a str) -> Self {
         KeyArg { key, suffix: "" }
     }
 
     /// The "somebody waits" marker of the lease of `key`.
-    pub(super) fn waiters(key: &'a str) -> Self {
+    pub(crate) fn waiters(key: &'a str) -> Self {
         KeyArg {
             key,
             suffix: WAITERS_SUFFIX,
@@ -54,7 +54,7 @@ impl<'a> KeyArg<'a> {
     /// The readers of the read side of the lease of `key`: a sorted set of
     /// reader tokens, each scored with when its lease ends (the server's
     /// clock, in ms).
-    pub(super) fn readers(key: &'a str) -> Self {
+    pub(crate) fn readers(key: &'a str) -> Self {
         KeyArg {
             key,
             suffix: READERS_SUFFIX,
@@ -64,15 +64,33 @@ impl<'a> KeyArg<'a> {
     /// The claims of the writers waiting for the readers of the lease of
     /// `key`: a sorted set of their tokens, each scored with when its claim
     /// ends; while one lives, new readers wait behind those writers.
-    pub(super) fn writer_waits(key: &'a str) -> Self {
+    pub(crate) fn writer_waits(key: &'a str) -> Self {
         KeyArg {
             key,
             suffix: WRITER_WAITS_SUFFIX,
         }
     }
 
+    /// Which holder of the lease of `key` is an election's leader: the
+    /// token of the term the fencing counter last numbered.
+    pub(super) fn elected(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: ELECTED_SUFFIX,
+        }
+    }
+
+    /// Which holder of the lease of `key` the fencing counter's last token
+    /// went to.
+    pub(super) fn fenced(key: &'a str) -> Self {
+        KeyArg {
+            key,
+            suffix: FENCED_SUFFIX,
+        }
+    }
+
     /// The fencing counter of the lease of `key`.
-    pub(super) fn fence(key: &'a str) -> Self {
+    pub(crate) fn fence(key: &'a str) -> Self {
         KeyArg {
             key,
             suffix: FENCE_SUFFIX,
@@ -81,7 +99,7 @@ impl<'a> KeyArg<'a> {
 
     /// About how many bytes the argument takes (exact unless the key needs
     /// escaping).
-    pub(super) fn len_hint(&self) -> usize {
+    pub(crate) fn len_hint(&self) -> usize {
         self.key.len() + 2 + self.suffix.len()
     }
 }
@@ -139,7 +157,7 @@ fn escape_into(key: &str, mut out: impl FnMut(&str)) {
 /// `prefix`, and of nothing else: `{`, the escaped prefix with the glob's own
 /// special characters quoted, `*`, `}`. A lease key's only `}` is its last
 /// character, so companions (`...}:waiters`, `...}:fence`) never match.
-pub(super) fn lease_pattern(prefix: &str) -> String {
+pub(crate) fn lease_pattern(prefix: &str) -> String {
     let mut escaped = String::with_capacity(prefix.len() + 4);
     escape_into(prefix, |piece| escaped.push_str(piece));
     let mut pattern = String::with_capacity(escaped.len() + 8);
@@ -156,7 +174,7 @@ pub(super) fn lease_pattern(prefix: &str) -> String {
 
 /// The store key a lease key stands for: the braces removed and the
 /// escaping undone. `None` for a key that is not a lease key.
-pub(super) fn store_key_of(lease: &str) -> Option<String> {
+pub(crate) fn store_key_of(lease: &str) -> Option<String> {
     let inner = lease.strip_prefix('{')?.strip_suffix('}')?;
     if inner.contains('}') {
         return None;
@@ -186,6 +204,15 @@ const READERS_SUFFIX: &str = ":readers";
 /// What follows a lease key in its "a writer waits" marker's key; same slot.
 const WRITER_WAITS_SUFFIX: &str = ":writer-waits";
 
+/// What follows a lease key in the key naming an election's leader; same
+/// slot.
+const ELECTED_SUFFIX: &str = ":elected";
+
+/// What follows a lease key in the key naming the holder its fencing
+/// counter's last token went to; same slot. No expiry, as the counter's: a
+/// value naming a holder that is gone names no holder the lease has.
+const FENCED_SUFFIX: &str = ":fenced";
+
 /// What follows a lease key in its fencing counter's key; same slot. The
 /// counter has no expiry: one that vanished would start again at 1 and hand
 /// out tokens older than ones already seen.
@@ -193,7 +220,7 @@ const FENCE_SUFFIX: &str = ":fence";
 
 /// `duration` in whole milliseconds, rounded up (a lease is kept at least as
 /// long as asked, never less), and at least 1.
-pub(super) fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000_000))
         .unwrap_or(u64::MAX)
         .max(1)
@@ -209,27 +236,6 @@ mod tests {
         let mut args = arg.to_redis_args();
         assert_eq!(args.len(), 1, "a key is one argument");
         String::from_utf8(args.remove(0)).expect("a key written from text is text")
-    }
-
-    #[test]
-    fn the_release_script_names_the_companions_it_derives_as_the_store_does() {
-        // release.lua builds the readers' keys from the lease key instead of
-        // receiving them: the suffixes must be the ones every other script
-        // is sent.
-        let script = include_str!("lua/release.lua");
-        for suffix in [READERS_SUFFIX, WRITER_WAITS_SUFFIX] {
-            assert!(
-                script.contains(&format!("KEYS[1] .. '{suffix}'")),
-                "release.lua derives {suffix:?}"
-            );
-        }
-        let script = include_str!("lua/read_acquire.lua");
-        for suffix in [READERS_SUFFIX, WRITER_WAITS_SUFFIX, WAITERS_SUFFIX] {
-            assert!(
-                script.contains(&format!("LEASE .. '{suffix}'")),
-                "read_acquire.lua derives {suffix:?}"
-            );
-        }
     }
 
     #[test]

@@ -24,9 +24,9 @@ mod calls;
 mod config;
 mod connect;
 mod discovery;
-mod keys;
+pub(crate) mod keys;
 mod listing;
-mod operations;
+pub(crate) mod operations;
 mod scripts;
 mod sentinel;
 mod sharded;
@@ -106,12 +106,15 @@ use crate::{Holder, Result};
 /// `{lock:reports:acme}`, and the marker "somebody waits for it" in
 /// `{lock:reports:acme}:waiters`; a fenced lock's counter (the last token
 /// handed out) lives in `{lock:reports:acme}:fence`, which never expires
-/// (one small key per fenced name), and an election's leader is named in
-/// `{lock:reports:acme}:elected` (the token its term was handed to, so the
-/// holder read gives the leader's term and nobody else's; it never
-/// expires either, one per election). The braces make the whole store key the
-/// [hash tag], so both keys of one script are always in one cluster slot
-/// (no `CROSSSLOT`), while different lock names spread across slots. A `}`
+/// (one small key per fenced name), and the holder it last went to in
+/// `{lock:reports:acme}:fenced` (so the holder read gives a fenced holder
+/// its own token and nobody else's; it never expires either); an
+/// election's leader is named in `{lock:reports:acme}:elected` (its
+/// releases are announced to observers; one per election). The readers and
+/// the waiting writers' claims are `:readers` and `:writer-waits`. Every
+/// script is sent every key it touches. The braces make the whole store key
+/// the [hash tag], so all the keys of one script are always in one cluster
+/// slot (no `CROSSSLOT`), while different lock names spread across slots. A `}`
 /// inside a name would end the tag early, so `%` and `}` in the store key are
 /// written as `%25` and `%7D`: the tag is always exactly the (escaped) name,
 /// whatever characters it contains.

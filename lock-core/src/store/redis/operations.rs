@@ -11,7 +11,7 @@ use super::calls::acked_count;
 use super::config::ReplicaAcks;
 use super::connect;
 use super::keys::{KeyArg, lease_key, millis};
-use super::scripts::evalsha;
+use super::scripts::{evalsha, sent};
 use super::shared::Shared;
 use crate::store::kit::{Deadline, check_key};
 use crate::store::{AcquireRequest, Attempt, BoxFuture};
@@ -51,9 +51,7 @@ impl Shared {
     /// script, which announces the release when somebody waits.
     pub(super) async fn release(&self, key: &str, token: &str) -> Result<bool> {
         let script = &self.scripts.release;
-        // Two keys: the script names the readers' keys from the lease's (see
-        // release.lua).
-        let keys = [KeyArg::lease(key), KeyArg::waiters(key)];
+        let keys = sent::release(key);
         let released: i64 = self
             .on_lease("release", key, script, &keys, |call| {
                 call.arg(token);
@@ -67,7 +65,7 @@ impl Shared {
     pub(super) async fn extend(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         check_key(key)?;
         let script = &self.scripts.extend;
-        let mut call = evalsha(script, &[KeyArg::lease(key), KeyArg::readers(key)]);
+        let mut call = evalsha(script, &sent::extend(key));
         call.arg(token).arg(millis(ttl));
         let deadline = connect::write_deadline(&self.config);
         let (extended, acked): (i64, _) = self
@@ -82,12 +80,7 @@ impl Shared {
     /// announces the release as [`release`](Shared::release) does.
     pub(super) async fn force_release(&self, key: &str) -> Result<bool> {
         let script = &self.scripts.force_release;
-        let keys = [
-            KeyArg::lease(key),
-            KeyArg::waiters(key),
-            KeyArg::readers(key),
-            KeyArg::writer_waits(key),
-        ];
+        let keys = sent::force_release(key);
         let released: i64 = self
             .on_lease("force-release", key, script, &keys, |_| {})
             .await?;
@@ -105,7 +98,7 @@ impl Shared {
     /// remaining TTL, in one script.
     pub(super) async fn holders(&self, key: &str) -> Result<Vec<Holder>> {
         let script = &self.scripts.holder;
-        let keys = [KeyArg::lease(key), KeyArg::readers(key)];
+        let keys = sent::holder(key);
         let found: Option<Found> = self
             .on_lease("read the holder of", key, script, &keys, |_| {})
             .await
@@ -204,10 +197,8 @@ impl Shared {
     /// and found the key held: one script, so that marking the key as
     /// waited for (or taking the next fencing token, or joining the
     /// readers unless a writer holds the name or waits for it) happens
-    /// atomically with the set-if-absent. The reader's script is sent the
-    /// lease key alone, and names its companions from it (every reader
-    /// sends it, and each key costs the server on every call); the
-    /// writer's takes them all, and the fencing flag.
+    /// atomically with the set-if-absent. Each script is sent every key
+    /// it touches ([`sent`]); the writer's also takes the fencing flag.
     async fn acquire_scripted(
         self: &Arc<Self>,
         request: AcquireRequest<'_>,
@@ -225,16 +216,10 @@ impl Shared {
         let key = request.key;
         let (script, mut call) = if request.read {
             let script = &self.scripts.read_acquire;
-            (script, evalsha(script, &[KeyArg::lease(key)]))
+            (script, evalsha(script, &sent::read_acquire(key)))
         } else {
             let script = &self.scripts.acquire;
-            let keys = [
-                KeyArg::lease(key),
-                KeyArg::waiters(key),
-                KeyArg::fence(key),
-                KeyArg::writer_waits(key),
-            ];
-            (script, evalsha(script, &keys))
+            (script, evalsha(script, &sent::acquire(key)))
         };
         call.arg(request.token)
             .arg(millis(request.ttl))
@@ -288,11 +273,7 @@ impl Shared {
     /// own, 2 s after the writer's last attempt.
     async fn withdraw(&self, key: &str, token: &str) {
         let script = &self.scripts.withdraw;
-        let keys = [
-            KeyArg::lease(key),
-            KeyArg::waiters(key),
-            KeyArg::writer_waits(key),
-        ];
+        let keys = sent::withdraw(key);
         let withdrawn: Result<i64> = self
             .on_lease("withdraw the claim of", key, script, &keys, |call| {
                 call.arg(token);
@@ -307,11 +288,11 @@ impl Shared {
 /// What the holder script found: its kind (1 for the readers of the read
 /// side, 0 for a writer, 2 for a writer of a fenced name), each holder's
 /// token and remaining ms, and the fenced name's last token.
-type Found = (i64, Vec<(Vec<u8>, i64)>, Option<u64>);
+pub(crate) type Found = (i64, Vec<(Vec<u8>, i64)>, Option<u64>);
 
 /// The holder script's reply: `{kind, token, remaining ms, ...}`, or
 /// `{2, token, remaining ms, fence}`.
-fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis::ParsingError> {
+pub(crate) fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis::ParsingError> {
     let mut items = reply.into_iter();
     let kind: i64 = match items.next() {
         Some(kind) => ::redis::from_redis_value(kind)?,

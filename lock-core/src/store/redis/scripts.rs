@@ -67,6 +67,85 @@ impl Scripts {
     }
 }
 
+/// The keys each script is sent, in the order of the `KEYS` its header
+/// lists: every key it touches (a cluster checks only these while a slot
+/// migrates, and a server that enforces declared keys refuses any other).
+pub(super) mod sent {
+    use super::KeyArg;
+
+    /// acquire.lua: lease, waiters marker, fencing counter, writers'
+    /// claims, elected, fenced.
+    pub(in super::super) fn acquire(key: &str) -> [KeyArg<'_>; 6] {
+        [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::fence(key),
+            KeyArg::writer_waits(key),
+            KeyArg::elected(key),
+            KeyArg::fenced(key),
+        ]
+    }
+
+    /// read_acquire.lua: lease, waiters marker, readers, writers' claims.
+    pub(in super::super) fn read_acquire(key: &str) -> [KeyArg<'_>; 4] {
+        [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::readers(key),
+            KeyArg::writer_waits(key),
+        ]
+    }
+
+    /// release.lua: lease, waiters marker, writers' claims, elected,
+    /// readers.
+    pub(in super::super) fn release(key: &str) -> [KeyArg<'_>; 5] {
+        [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::writer_waits(key),
+            KeyArg::elected(key),
+            KeyArg::readers(key),
+        ]
+    }
+
+    /// extend.lua: lease, readers.
+    pub(in super::super) fn extend(key: &str) -> [KeyArg<'_>; 2] {
+        [KeyArg::lease(key), KeyArg::readers(key)]
+    }
+
+    /// force_release.lua: lease, waiters marker, readers, writers' claims,
+    /// elected.
+    pub(in super::super) fn force_release(key: &str) -> [KeyArg<'_>; 5] {
+        [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::readers(key),
+            KeyArg::writer_waits(key),
+            KeyArg::elected(key),
+        ]
+    }
+
+    /// holder.lua: lease, readers, elected, fencing counter, fenced.
+    pub(in super::super) fn holder(key: &str) -> [KeyArg<'_>; 5] {
+        [
+            KeyArg::lease(key),
+            KeyArg::readers(key),
+            KeyArg::elected(key),
+            KeyArg::fence(key),
+            KeyArg::fenced(key),
+        ]
+    }
+
+    /// withdraw.lua: lease, waiters marker, writers' claims.
+    pub(in super::super) fn withdraw(key: &str) -> [KeyArg<'_>; 3] {
+        [
+            KeyArg::lease(key),
+            KeyArg::waiters(key),
+            KeyArg::writer_waits(key),
+        ]
+    }
+}
+
 /// `EVALSHA <hash> <number of keys> <keys>...`, for the caller to append the
 /// arguments to. Built as one command rather than through
 /// `Script::prepare_invoke`, which copies every key and argument into
@@ -102,6 +181,81 @@ fn lua_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Scripts {
+        /// How many keys the script in `file` is sent.
+        fn keys_of(&self, file: &str) -> usize {
+            match file {
+                "acquire.lua" => sent::acquire("k").len(),
+                "read_acquire.lua" => sent::read_acquire("k").len(),
+                "release.lua" => sent::release("k").len(),
+                "extend.lua" => sent::extend("k").len(),
+                "force_release.lua" => sent::force_release("k").len(),
+                "holder.lua" => sent::holder("k").len(),
+                "withdraw.lua" => sent::withdraw("k").len(),
+                other => panic!("no script {other}"),
+            }
+        }
+    }
+
+    /// Every script, by file name, with its text.
+    const SOURCES: [(&str, &str); 7] = [
+        ("acquire.lua", include_str!("lua/acquire.lua")),
+        ("read_acquire.lua", include_str!("lua/read_acquire.lua")),
+        ("release.lua", include_str!("lua/release.lua")),
+        ("extend.lua", include_str!("lua/extend.lua")),
+        ("force_release.lua", include_str!("lua/force_release.lua")),
+        ("holder.lua", include_str!("lua/holder.lua")),
+        ("withdraw.lua", include_str!("lua/withdraw.lua")),
+    ];
+
+    /// The code of a script, its comments left out.
+    fn code(script: &str) -> impl Iterator<Item = (usize, &str)> {
+        script
+            .lines()
+            .enumerate()
+            .map(|(at, line)| (at + 1, line.split("--").next().unwrap_or("")))
+    }
+
+    // A key a script names for itself, instead of being sent it, is one the
+    // server does not know the script touches: a cluster checks only the
+    // declared keys' slot while that slot migrates (the script then runs
+    // half against keys already moved away), and servers that enforce
+    // declared keys refuse the script. Every key is sent: the only names a
+    // script builds are channels (`.. CHANNEL`).
+    #[test]
+    fn every_key_a_script_touches_is_declared() {
+        for (file, script) in SOURCES {
+            for (line, text) in code(script) {
+                // A companion's name is the lease key and a suffix that
+                // starts with `:`.
+                let derives = text.match_indices("..").any(|(at, _)| {
+                    let after = text[at + 2..].trim_start();
+                    after.starts_with("':") || after.starts_with("\":")
+                });
+                assert!(
+                    !derives,
+                    "{file}:{line} builds a key name instead of being sent it: {text:?}"
+                );
+            }
+        }
+    }
+
+    // The keys each call sends are the ones its script reads, in number:
+    // one more would cost every call, one fewer leaves `KEYS[n]` nil.
+    #[test]
+    fn each_script_is_sent_as_many_keys_as_it_reads() {
+        let scripts = Scripts::new("PUBLISH", "released");
+        for (file, script) in SOURCES {
+            let highest = code(script)
+                .flat_map(|(_, text)| text.match_indices("KEYS[").map(move |(at, _)| &text[at + 5..]))
+                .filter_map(|rest| rest.split(']').next()?.parse::<usize>().ok())
+                .max()
+                .unwrap_or(0);
+            let sent = scripts.keys_of(file);
+            assert_eq!(sent, highest, "{file} reads KEYS[{highest}] and is sent {sent} keys");
+        }
+    }
 
     #[test]
     fn a_lua_literal_escapes_every_byte() {

@@ -1,7 +1,8 @@
 -- Acquire: set the lease if absent, with its TTL, atomically.
 -- KEYS: lease, waiters marker, fencing counter, writer-waits claims (a
 --       sorted set of waiting writers' tokens, scored with when each claim
---       ends, in ms on the server's clock).
+--       ends, in ms on the server's clock), elected (an election's holder),
+--       fenced (the holder the counter's last token went to).
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms,
 --       "1" when the caller wants a fencing token, "1" when it is an
 --       election's candidate (announced to observers).
@@ -63,13 +64,16 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('ZREM', KEYS[4], ARGV[1])
   if ARGV[5] == '1' then
     local fence = next_fence(KEYS[3])
+    -- Whose token the counter's is, for the holder read (holder.lua): a
+    -- plain acquire after it leaves it naming an earlier holder.
+    redis.call('SET', KEYS[6], ARGV[1])
     if ARGV[6] == '1' then
-      -- An election's new leader: `{...}:elected` names the holder whose
+      -- An election's new leader: `{...}:elected` (KEYS[5]) names the holder whose
       -- term the counter is (holder.lua), and says the name's releases
       -- are announced (release.lua). It is announced, `+` before its key,
       -- to whoever observes the name; waiters take no notice. PUBLISH and
       -- CHANNEL come from the store's prologue.
-      redis.call('SET', KEYS[1] .. ':elected', ARGV[1])
+      redis.call('SET', KEYS[5], ARGV[1])
       redis.call(PUBLISH, KEYS[1] .. CHANNEL, '+' .. KEYS[1])
     end
     return {1, fence}

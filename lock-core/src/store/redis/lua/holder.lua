@@ -1,9 +1,11 @@
 -- Holder: who holds the lease, and for how much longer, read together.
--- KEYS: lease, readers.
+-- KEYS: lease, readers, elected, fencing counter, fenced (the holder the
+--       counter's last token went to, see acquire.lua).
 -- Returns nil when free; {0, token, remaining ms} for a writer (remaining
 -- is -1 for a value without expiry), {2, token, remaining ms, fence} for
--- an election's leader (the writer `{...}:elected` names, see acquire.lua:
--- the name's last fencing token is its own); {1, token, remaining ms, token,
+-- a fenced writer (the one `{...}:fenced` names, or an election's leader,
+-- `{...}:elected`, for leaders elected before `:fenced` was kept: the
+-- name's last fencing token is its own); {1, token, remaining ms, token,
 -- remaining ms, ...} for the live readers of the read side, the one whose
 -- lease ends first first.
 local token = redis.call('GET', KEYS[1])
@@ -11,8 +13,8 @@ if not token then
   return false
 end
 if token ~= '#readers' then
-  if redis.call('GET', KEYS[1] .. ':elected') == token then
-    local fence = redis.call('GET', KEYS[1] .. ':fence')
+  if redis.call('GET', KEYS[5]) == token or redis.call('GET', KEYS[3]) == token then
+    local fence = redis.call('GET', KEYS[4])
     if fence then
       return {2, token, redis.call('PTTL', KEYS[1]), fence}
     end

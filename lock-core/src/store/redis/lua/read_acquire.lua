@@ -1,9 +1,7 @@
 -- Acquire the read side of a lease: join its readers unless a writer holds
 -- it or waits for it, atomically.
--- KEYS: lease. Its companions, in its slot, are named from it (as in
---       release.lua): the waiters marker, the readers, and the writers'
---       claims (see acquire.lua). Sent as one key: each key or argument
---       costs the server about what a short command does, on every call.
+-- KEYS: lease, waiters marker, readers, writers' claims (see acquire.lua),
+--       all in the lease's slot.
 -- ARGV: token, ttl ms, "1" when the caller waits, marker margin ms.
 -- Returns {1, 0} when acquired, {0, remaining ms} when held.
 --
@@ -40,7 +38,7 @@ end
 -- A writer waits for it: its claim has not ended. (Mostly there is none,
 -- and one EXISTS says so.)
 if not remaining then
-  local claims = LEASE .. ':writer-waits'
+  local claims = KEYS[4]
   if redis.call('EXISTS', claims) == 1 then
     now = clock()
     redis.call('ZREMRANGEBYSCORE', claims, '-inf', now)
@@ -52,7 +50,7 @@ if not remaining then
 end
 if remaining then
   if ARGV[3] == '1' then
-    local waiters = LEASE .. ':waiters'
+    local waiters = KEYS[2]
     local want = remaining + tonumber(ARGV[4])
     if redis.call('PTTL', waiters) < want then
       redis.call('SET', waiters, '1', 'PX', want)
@@ -63,7 +61,7 @@ end
 
 now = now or clock()
 local ttl = tonumber(ARGV[2])
-local readers = LEASE .. ':readers'
+local readers = KEYS[3]
 redis.call('ZADD', readers, now + ttl, ARGV[1])
 -- The lease key and the readers set end with the last reader's lease: this
 -- one's, unless another ends later. (Readers whose lease ended are taken

@@ -2,11 +2,9 @@
 -- the lease, publish its key on the lease's own channel, which only the
 -- processes waiting for it are subscribed to. A reader's token leaves the
 -- readers set instead, and the last reader to go frees the name.
--- KEYS: lease, waiters marker.
+-- KEYS: lease, waiters marker, writer-waits claims, elected, readers (all in
+--       the lease's slot).
 -- ARGV: token.
--- The readers and writer-waits claims of the lease: their names are the
--- lease key plus the suffix (below), in the lease's own slot, rather than two more keys every release would send (what the
--- uncontended pair costs the client is counted: scripts/instructions).
 -- PUBLISH and CHANNEL come from the store's prologue (see scripts.rs):
 -- the command ('PUBLISH', or 'SPUBLISH' on a cluster with sharded pub/sub:
 -- the channel is in the lease's slot) and the channel's ':<suffix>'. They
@@ -19,11 +17,11 @@ if value == ARGV[1] then
   -- A writer that waited for readers and then got the name with a plain
   -- SET NX left its claim (acquire.lua): readers need not wait for it any
   -- more. Other writers' claims stand.
-  redis.call('ZREM', KEYS[1] .. ':writer-waits', ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
   -- Announced when someone waits, and always for an election's name
   -- (see acquire.lua): its observers wait for no lease of their own. One
-  -- EXISTS for both keys, in the lease's slot.
-  if redis.call('EXISTS', KEYS[2], KEYS[1] .. ':elected') > 0 then
+  -- EXISTS for both keys.
+  if redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then
     redis.call(PUBLISH, KEYS[1] .. CHANNEL, KEYS[1])
   end
   return 1
@@ -34,7 +32,7 @@ end
 if redis.replicate_commands then
   redis.replicate_commands()
 end
-local READERS_KEY = KEYS[1] .. ':readers'
+local READERS_KEY = KEYS[5]
 local ends = tonumber(redis.call('ZSCORE', READERS_KEY, ARGV[1]))
 if not ends then
   return 0
