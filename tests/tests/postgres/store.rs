@@ -659,6 +659,7 @@ async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_
         HANG_GUARD,
     )
     .await;
+}
 
 /// Every record tokio-postgres logs, counted when it quotes a server's
 /// NOTICE that a relation already exists.

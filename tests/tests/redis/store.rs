@@ -1687,6 +1687,7 @@ async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_
         HANG_GUARD,
     )
     .await;
+}
 
 /// A fenced lock's holder, read back (`holder()`, `locks list`), shows the
 /// fencing token its acquire got, as on PostgreSQL, etcd and memory: only an
