@@ -78,14 +78,18 @@ pub(crate) async fn acquire(target: &Target, labels: Labels, started: Instant) -
     acquire_as(target, labels, started, token::new_token(), false).await
 }
 
-/// [`acquire`] under `token`, made by the caller (an election candidate's
-/// carries its label), announced to observers when `announce` is set.
+/// [`acquire`] under `token`, made by the caller. For an election's
+/// `candidate` (its token carries its label and the time it was made), the
+/// lease is announced to observers, and the acquire waits once at most: it
+/// ends [`Contended`](Outcome::Contended) when the wait is over, never
+/// handed the lease by a release, so that the candidate tries again under
+/// a token made then, and its term's start says when the lease became its.
 pub(crate) async fn acquire_as(
     target: &Target,
     labels: Labels,
     started: Instant,
     token: Arc<str>,
-    announce: bool,
+    candidate: bool,
 ) -> Result<Outcome> {
     // One key per permit; a plain lock (one permit) is its own key.
     let permits: Vec<Arc<str>>;
@@ -98,7 +102,11 @@ pub(crate) async fn acquire_as(
         std::slice::from_ref(&target.key)
     };
     let mut rounds = Rounds::new(target, slots, &token, started);
-    rounds.attempts.request.announce = announce;
+    if candidate {
+        rounds.attempts.request.announce = true;
+        rounds.attempts.request.local.grant = false;
+        rounds.once = true;
+    }
     let mut step = Step::Attempt;
     let grant = loop {
         step = match step {
@@ -152,6 +160,8 @@ struct Rounds<'k, 't> {
     /// next round, for a lease handed over meanwhile).
     wakeups: Vec<Wakeup>,
     started: Instant,
+    /// Wait once at most: an election candidate's acquire.
+    once: bool,
 }
 
 /// What each attempt sends, and what giving back a lease it took needs.
@@ -192,6 +202,7 @@ impl<'k: 't, 't> Rounds<'k, 't> {
             },
             wakeups: Vec::new(),
             started,
+            once: false,
         }
     }
 
@@ -295,6 +306,9 @@ impl<'k: 't, 't> Rounds<'k, 't> {
             // a single permit, so the lock's own key.
             let slot = &self.target.key;
             return Step::Granted(Grant { slot, fence, since });
+        }
+        if self.once {
+            return Step::Contended(shortest);
         }
         self.attempts.request.sent = Instant::now();
         Step::Attempt

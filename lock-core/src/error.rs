@@ -113,11 +113,37 @@ pub enum Error {
     /// The lock must exclude other processes, but its manager's store is
     /// per-process.
     #[error(
-        "lock `{key}` must be shared across processes, but its manager's store is per-process; install a manager over a shared store (such as Redis), or `declared_shared()` if this app truly runs as one process"
+        "lock `{key}` must be shared across processes, but its manager's store is per-process; {hint}"
     )]
     NotShared {
         /// The key of the lock.
         key: String,
+        /// What to do: install a manager over a shared store, or, where the
+        /// lock was taken inside
+        /// [`registry::with_manager`](crate::registry::with_manager) (a
+        /// test), vouch for the test's manager with
+        /// [`declared_shared`](crate::LockManager::declared_shared).
+        hint: &'static str,
+    },
+
+    /// No manager to take the lock in: it uses the default manager
+    /// ([`registry::manager`](crate::registry::manager), or `#[locked]`
+    /// without `manager`), and none is installed. Locks fail closed rather
+    /// than fall back to a per-process store, whose locks would not exclude
+    /// the application's other processes.
+    ///
+    /// The message says what to install: `registry::install(lock_core::connect(url).await?)?`
+    /// for locks that exclude every process of a fleet,
+    /// `registry::install(LockManager::memory())?` for one process, and
+    /// [`registry::with_manager`](crate::registry::with_manager) in tests;
+    /// or, in a task spawned from inside `with_manager` (which does not
+    /// inherit its override), that the task runs outside it.
+    #[error("no lock manager to take lock `{key}` in: {reason}")]
+    NoManager {
+        /// The key of the lock (the prefix, for a listing).
+        key: String,
+        /// Why there is none here, and what to install.
+        reason: &'static str,
     },
 
     /// The store cannot do what was asked (for example, memcached cannot
@@ -352,7 +378,18 @@ mod tests {
                 key: key(),
                 store: "memcached",
             },
-            Error::NotShared { key: key() },
+            Error::NotShared {
+                key: key(),
+                hint: crate::options::NOT_SHARED,
+            },
+            Error::NotShared {
+                key: key(),
+                hint: crate::options::NOT_SHARED_IN_OVERRIDE,
+            },
+            Error::NoManager {
+                key: key(),
+                reason: "none is installed",
+            },
             Error::AlreadyInstalled,
             Error::UnknownManager { name: "x".into() },
             Error::invalid_config(

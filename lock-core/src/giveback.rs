@@ -1,9 +1,10 @@
 //! Giving a lease back: the compare-and-delete every release makes (or,
 //! while an `at_least` claim must stand, the compare-and-shorten), and the
 //! give-back run in the background for a dropped guard or an abandoned
-//! acquire, tried again until the store answers.
+//! acquire, tried again until the store answers, and, when the runtime
+//! shuts down first, on a thread of its own ([`at_exit`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -144,10 +145,20 @@ pub(crate) fn give_back(
         );
         return;
     };
+    // An `at_least` claim ends at a fixed instant: each try shortens the
+    // lease to what is left of it (and, once it has passed, releases),
+    // never to the whole hold again.
+    let hold_until = hold.and_then(|hold| Instant::now().checked_add(hold));
+    let unfinished = Unfinished(Some(Pending {
+        store: Arc::clone(store),
+        key: Arc::clone(key),
+        token: Arc::clone(token),
+        hold_until,
+        why,
+    }));
     let store = Arc::clone(store);
     let key = Arc::clone(key);
     let token = Arc::clone(token);
-    let unfinished = Unfinished(Some(Arc::clone(&key)));
     runtime.spawn(async move {
         let unfinished = unfinished;
         // The acquire may still be on its way: a store with a pool of
@@ -170,15 +181,8 @@ pub(crate) fn give_back(
             .and_then(|landed| landed.checked_add(lasts));
         let mut rechecks = rechecks.iter();
         let mut retry = RETRY_FIRST;
-        // An `at_least` claim ends at a fixed instant: each try shortens the
-        // lease to what is left of it (and, once it has passed, releases),
-        // never to the whole hold again.
-        let hold_until = hold.and_then(|hold| Instant::now().checked_add(hold));
         let released = loop {
-            let hold = hold_until
-                .map(|until| until.saturating_duration_since(Instant::now()))
-                .filter(|left| !left.is_zero())
-                .map(|left| store_ttl(left, &*store));
+            let hold = hold_left(hold_until, &*store);
             let trying = return_lease(&*store, &key, &token, hold);
             // A safety deadline is raced against the call in flight, not
             // checked only between calls: a store that never answers, or
@@ -236,9 +240,20 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// The longest pause between tries of a give-back the store keeps failing.
 const RETRY_MOST: Duration = Duration::from_secs(2);
 
+/// What is left of an `at_least` claim ending at `until`, as `store` keeps
+/// it; `None` once it has passed (the lease is then deleted).
+fn hold_left(until: Option<Instant>, store: &dyn LockStore) -> Option<Duration> {
+    until
+        .map(|until| until.saturating_duration_since(Instant::now()))
+        .filter(|left| !left.is_zero())
+        .map(|left| store_ttl(left, store))
+}
+
 /// Carried by a give-back task: if the task is dropped before it finishes
-/// (the runtime shut down), says so at WARN.
-struct Unfinished(Option<Arc<str>>);
+/// (its runtime shut down, as one under `#[tokio::main]` does the moment
+/// `main` returns), gives the lease back on a thread of its own
+/// ([`at_exit`]) before the shutdown goes on.
+struct Unfinished(Option<Pending>);
 
 impl Unfinished {
     fn finish(mut self) {
@@ -248,10 +263,122 @@ impl Unfinished {
 
 impl Drop for Unfinished {
     fn drop(&mut self) {
-        if let Some(key) = self.0.take() {
+        if let Some(pending) = self.0.take() {
+            at_exit(pending);
+        }
+    }
+}
+
+/// A give-back its runtime's shutdown cut off: what [`at_exit`] needs.
+struct Pending {
+    store: Arc<dyn LockStore>,
+    key: Arc<str>,
+    token: Arc<str>,
+    hold_until: Option<Instant>,
+    why: GiveBack,
+}
+
+/// The longest a give-back cut off by its runtime's shutdown may take,
+/// opening the store again included: that shutdown, and so the exit of a
+/// process whose `#[tokio::main]` returned, waits this long at most for a
+/// store that does not answer.
+const AT_EXIT: Duration = Duration::from_secs(2);
+
+/// The stores (by address) whose give-back at exit went unanswered for all
+/// of [`AT_EXIT`], and when: for as long again, the others to that store
+/// are skipped (a shutdown cutting off many give-backs to a store that is
+/// down waits once, not once each).
+static UNANSWERED: Mutex<Vec<(usize, std::time::Instant)>> = Mutex::new(Vec::new());
+
+/// Gives back a lease whose give-back task the runtime dropped unfinished
+/// (it shut down): on a thread and a runtime of its own, through the store
+/// opened again ([`LockStore::reopen`]), within [`AT_EXIT`]. The runtime's
+/// shutdown drops its tasks on its own threads and waits for them, so it
+/// waits for this too: a guard dropped as `#[tokio::main]` returns is given
+/// back before the process exits.
+///
+/// Its own thread, because the runtime's: a new runtime cannot be started
+/// inside one, and the store's connections, on the runtime shutting down,
+/// can no longer be driven. When the store cannot open itself again, or
+/// does not answer in time, the lease ends at its TTL, and a WARN says so.
+fn at_exit(pending: Pending) {
+    let Pending {
+        store,
+        key,
+        token,
+        hold_until,
+        why,
+    } = pending;
+    let address = Arc::as_ptr(&store).cast::<()>() as usize;
+    let recently_unanswered = {
+        let mut unanswered = UNANSWERED.lock().unwrap_or_else(PoisonError::into_inner);
+        unanswered.retain(|(_, when)| when.elapsed() < AT_EXIT);
+        unanswered.iter().any(|(store, _)| *store == address)
+    };
+    let unanswered = || {
+        UNANSWERED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((address, std::time::Instant::now()));
+    };
+    // A task dropped as its thread unwinds from a panic: no shutdown to
+    // hold up, and no thread to block.
+    let reopening = match store.reopen() {
+        Some(reopening) if !std::thread::panicking() && !recently_unanswered => reopening,
+        _ => {
             tracing::warn!(
                 key = %key,
                 "the tokio runtime shut down before a dropped lock could be given back: the lease ends at its ttl"
+            );
+            return;
+        }
+    };
+    let hold = hold_left(hold_until, &*store);
+    let (send, answer) = std::sync::mpsc::sync_channel(1);
+    let giving = Arc::clone(&key);
+    let spawned = std::thread::Builder::new()
+        .name("lock-core-exit".to_owned())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let released = match runtime {
+                Ok(runtime) => {
+                    let released = runtime.block_on(async {
+                        let giving_back = async {
+                            let store = reopening.await?;
+                            return_lease(&*store, &giving, &token, hold).await
+                        };
+                        tokio::time::timeout(AT_EXIT, giving_back).await.ok()
+                    });
+                    // Never wait for a blocking task (a DNS lookup) left
+                    // running: the deadline is the bound.
+                    runtime.shutdown_background();
+                    released
+                }
+                Err(e) => Some(Err(crate::Error::store("release", &*giving, e))),
+            };
+            let _ = send.send(released);
+        });
+    let released = match spawned {
+        Ok(_) => answer
+            .recv_timeout(AT_EXIT + Duration::from_millis(500))
+            .unwrap_or(None),
+        Err(e) => Some(Err(crate::Error::store("release", &*key, e))),
+    };
+    match released {
+        Some(Ok(released)) => why.released(&key, Ok(released)),
+        Some(Err(error)) => tracing::warn!(
+            key = %key,
+            error = %error.chain(),
+            "the tokio runtime shut down before a dropped lock could be given back, and giving it back on a connection of its own failed: the lease ends at its ttl"
+        ),
+        None => {
+            unanswered();
+            tracing::warn!(
+                key = %key,
+                timeout_ms = AT_EXIT.as_millis() as u64,
+                "the tokio runtime shut down before a dropped lock could be given back, and the store did not answer a connection of its own in time: the lease ends at its ttl"
             );
         }
     }
@@ -259,7 +386,7 @@ impl Drop for Unfinished {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     use super::*;
     use crate::store::{AcquireRequest, Attempt, BoxFuture};
@@ -272,6 +399,8 @@ mod tests {
     struct Failing {
         fails_after: Option<Duration>,
         gone: Arc<AtomicBool>,
+        /// What it opens as again ([`LockStore::reopen`]), if it can.
+        reopens_as: Option<Arc<dyn LockStore>>,
     }
 
     impl Drop for Failing {
@@ -325,6 +454,102 @@ mod tests {
         fn max_ttl(&self) -> Duration {
             Duration::from_secs(3600)
         }
+        fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+            let again = self.reopens_as.clone()?;
+            Some(Box::pin(async move { Ok(again) }))
+        }
+    }
+
+    /// A store that answers every release at once, counting them.
+    struct Answering(Arc<AtomicUsize>);
+
+    impl LockStore for Answering {
+        fn acquire<'a>(&'a self, _: AcquireRequest<'a>) -> BoxFuture<'a, Result<Attempt>> {
+            Box::pin(async { Ok(Attempt::Acquired { fence: None }) })
+        }
+        fn release<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(true) })
+        }
+        fn extend<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: Duration,
+        ) -> BoxFuture<'a, Result<bool>> {
+            Box::pin(async { Ok(true) })
+        }
+        fn force_release<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool>> {
+            Box::pin(async { Ok(true) })
+        }
+        fn holder<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Holder>>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn is_shared(&self) -> bool {
+            true
+        }
+        fn max_ttl(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+    }
+
+    /// Gives a lease back from inside `block_on` of a current-thread
+    /// runtime, as a guard dropped as `#[tokio::main]` returns does, then
+    /// shuts the runtime down: the give-back task never runs on it.
+    fn given_back_as_main_returns(store: Arc<dyn LockStore>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (key, token): (Arc<str>, Arc<str>) = (Arc::from("k"), Arc::from("t"));
+        let lasts = Duration::from_secs(60);
+        runtime.block_on(async {
+            give_back(&store, &key, &token, None, lasts, GiveBack::FailedRelease);
+        });
+        drop(runtime);
+    }
+
+    // The cron binary's `main`: the runtime shuts down before the task
+    // spawned to give the lease back has run, and the lease must not be
+    // left to its TTL (the next run would find it held). The give-back is
+    // made through the store opened again, before the shutdown ends.
+    #[test]
+    fn a_give_back_cut_off_by_the_runtimes_shutdown_is_made_before_the_shutdown_ends() {
+        let released = Arc::new(AtomicUsize::new(0));
+        given_back_as_main_returns(Arc::new(Failing {
+            fails_after: None,
+            gone: Arc::default(),
+            reopens_as: Some(Arc::new(Answering(Arc::clone(&released)))),
+        }));
+        assert_eq!(
+            released.load(Ordering::SeqCst),
+            1,
+            "the lease was given back through the store opened again, before the runtime's drop returned"
+        );
+    }
+
+    // A store that is down at exit must not hang the process: the
+    // shutdown waits for the give-back at most `AT_EXIT` (and a little
+    // for the thread), then lets the lease end at its TTL.
+    #[test]
+    fn a_store_that_does_not_answer_at_exit_holds_the_shutdown_up_for_at_most_the_deadline() {
+        let silent: Arc<dyn LockStore> = Arc::new(Failing {
+            fails_after: None,
+            gone: Arc::default(),
+            reopens_as: None,
+        });
+        let started = std::time::Instant::now();
+        given_back_as_main_returns(Arc::new(Failing {
+            fails_after: None,
+            gone: Arc::default(),
+            reopens_as: Some(silent),
+        }));
+        let took = started.elapsed();
+        assert!(
+            took >= AT_EXIT && took < AT_EXIT + Duration::from_secs(1),
+            "the shutdown waited {took:?} for a store that never answers: {AT_EXIT:?}, no less \
+             (the give-back was tried) and not much more"
+        );
     }
 
     // A give-back holds its store, so a guard dropped just before its
@@ -344,6 +569,7 @@ mod tests {
             let store: Arc<dyn LockStore> = Arc::new(Failing {
                 fails_after,
                 gone: Arc::clone(&gone),
+                reopens_as: None,
             });
             let (key, token): (Arc<str>, Arc<str>) = (Arc::from("k"), Arc::from("t"));
             give_back(&store, &key, &token, None, ttl, GiveBack::FailedRelease);

@@ -25,10 +25,38 @@ use crate::{LockStore, Result, token};
 /// A guard dropped without `release` or `keep` (an early return, a `?`, a
 /// panic, a cancelled future) gives the lease back by itself: at once when the
 /// store can release without I/O (memory), otherwise in a task spawned on the
-/// current tokio runtime, so drop never blocks. Outside a runtime, or while
-/// the runtime shuts down (its tasks no longer run), a store that needs I/O
-/// cannot be reached from `drop`: the lease ends at its TTL, and a WARN says
-/// so.
+/// current tokio runtime, so drop never blocks.
+///
+/// A runtime that shuts down before that task has given the lease back
+/// (under `#[tokio::main]`, the moment `main` returns, so a guard bound in
+/// `main` with `let _guard = ...` is dropped just before it) drops the task
+/// unfinished. The lease is then given back on a thread of its own, through
+/// a connection of its own to the store ([`LockStore::reopen`]), and the
+/// runtime's shutdown, and so the process's exit, waits for it: up to 2 s,
+/// so that a store that is down cannot hold the exit up. Every built-in
+/// networked store (Redis, PostgreSQL, memcached, etcd) does this, under
+/// both flavors of runtime, so the next run of a cron binary finds the lock
+/// free:
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let locks = lock_core::connect("redis://127.0.0.1:6379").await?;
+///     let export = locks.lock("nightly-export", Duration::from_secs(600));
+///     let Some(_guard) = export.acquire().await? else {
+///         return Ok(()); // another run holds it
+///     };
+///     // ... the export ...
+///     Ok(()) // `_guard` is given back before the process exits
+/// }
+/// ```
+///
+/// [`release`](LockGuard::release) says whether the lease was still ours
+/// and returns the store's error; prefer it where that matters. Outside a
+/// runtime, or on a store that cannot open itself again (the default of
+/// [`LockStore::reopen`], for a store of another crate) or does not answer
+/// within those 2 s, the lease ends at its TTL, and a WARN says so.
 /// For a lock with [`at_least`](crate::Lock::at_least), dropping early
 /// shortens the lease to its `at_least` end instead, like `release`.
 ///

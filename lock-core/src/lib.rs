@@ -72,7 +72,10 @@
 //!   client certificate the same way.
 //! - [`registry`]: the application-wide manager, every lock the binary
 //!   declares ([`registry::declared`]), and the boot-time check of both
-//!   ([`registry::verify`]).
+//!   ([`registry::verify`]). With no manager installed, locks fail with
+//!   [`Error::NoManager`] rather than lock one process only.
+//! - [`testing`]: a guide to testing code that takes locks (a memory
+//!   manager per test, `shared` locks, the paused clock, spawned tasks).
 //! - [`LockManager::list`] and the `locks` command (crate `lock-cli`): which
 //!   locks are held, by whom, for how long; `metrics` (feature `metrics`):
 //!   acquisitions, waits, hold times and lost leases, through the `metrics`
@@ -151,9 +154,13 @@
 //! and 4 s when the give-back found nothing, since a store with a pool of
 //! connections may run the give-back first. The give-back lands a moment
 //! after the drop, not before the drop returns. In memory it is
-//! synchronous, even outside a runtime; for the other stores, outside a
-//! tokio runtime or while the runtime shuts down, no task can run it, so
-//! the lease ends at its TTL and a WARN says so. The cancellation
+//! synchronous, even outside a runtime. A runtime that shuts down first
+//! (`#[tokio::main]` returning) drops that task unfinished: the lease is
+//! then given back on a thread of its own, over a connection of its own
+//! ([`LockStore::reopen`]), and the shutdown waits for it, up to 2 s (see
+//! [`LockGuard`'s drop](LockGuard#dropped-unreleased)). Outside a tokio
+//! runtime no task can run it, so the lease ends at its TTL and a WARN says
+//! so. The cancellation
 //! behaviours of `lock-test-kit`'s store suites check this on every store:
 //! they cut thousands of acquires, waiting acquires and `run`s off after a
 //! random number of scheduler turns, then check that every name they
@@ -187,7 +194,7 @@
 //! **Tests on a paused clock.** Every deadline the runtime sleeps toward is
 //! on tokio's clock, and the memory store keeps TTLs on it too: under
 //! `#[tokio::test(start_paused = true)]`, waits, renewals, [`Lease::lost`]
-//! and in-memory expiry all run in virtual time.
+//! and in-memory expiry all run in virtual time. [`testing`] shows it.
 //!
 //! **Shared only where it says so.** A [`MemoryStore`] excludes tasks of one
 //! process only; [`LockManager::is_shared`] says whether a manager's locks
@@ -213,7 +220,6 @@
 //! | `lock reached its max_hold: no longer renewing` | WARN | `key` |
 //! | `lock lease lost: cancelled the work`, or `... while the work runs on; ...` | ERROR | `key`, `held_ms` |
 //! | `a lock future was dropped outside a tokio runtime, ...` | WARN | `key` |
-//! | `no lock manager installed: using a per-process memory store, ...` (once) | WARN | |
 //!
 //! With the `metrics` feature the same operations are counted and timed
 //! (the `metrics` module lists each metric and its labels).
@@ -263,6 +269,7 @@ mod options;
 pub mod registry;
 pub mod store;
 mod supervise;
+pub mod testing;
 mod token;
 
 pub use connect::{ConnectOptions, connect, connect_with};

@@ -85,8 +85,13 @@ impl LockManager {
     ///
     /// The name is checked when the lock is used: an empty name, a zero TTL or
     /// a TTL beyond the store's range make [`Lock::acquire`] return an error.
+    ///
+    /// The lock is bound to its store now: for the manager
+    /// [`registry::manager`](crate::registry::manager) returns while
+    /// nothing is installed, to the default installed by then, or to none
+    /// (every use fails with [`Error::NoManager`]).
     pub fn lock(&self, name: impl AsRef<str>, ttl: Duration) -> Lock {
-        Lock::new(self.clone(), name.as_ref(), ttl)
+        Lock::new(self.bound(), name.as_ref(), ttl)
     }
 }
 
@@ -284,6 +289,9 @@ impl Lock {
     ///
     /// # Errors
     ///
+    /// - [`Error::NoManager`] for a lock from
+    ///   [`registry::manager`](crate::registry::manager) while no manager
+    ///   is installed;
     /// - [`Error::InvalidName`] for an empty name;
     /// - [`Error::InvalidTtl`] for a zero TTL or one beyond the store's range;
     /// - [`Error::InvalidOptions`] for options that contradict each other
@@ -530,6 +538,9 @@ impl Lock {
     }
 
     fn validate(&self) -> Result<()> {
+        if self.target.manager.is_unbound() {
+            return Err(crate::manager::installed::no_manager(&self.target.key));
+        }
         self.validate_name()?;
         if is_permit_key(&self.target.key) {
             return Err(permit_name(self.name()));

@@ -10,7 +10,18 @@
 
 use std::time::Duration;
 
+use crate::manager::installed;
 use crate::{Error, LockManager, Result};
+
+/// What [`Error::NotShared`] says to do, in an application.
+pub(crate) const NOT_SHARED: &str = "install a manager over a shared store (such as Redis), or \
+     `declared_shared()` if this app truly runs as one process";
+
+/// What [`Error::NotShared`] says to do inside `registry::with_manager`,
+/// where a test runs its code on a memory manager.
+pub(crate) const NOT_SHARED_IN_OVERRIDE: &str = "this task runs inside \
+     `registry::with_manager`, whose manager is per-process; in a test on one process, vouch \
+     for it: `registry::with_manager(LockManager::memory().declared_shared(), ..)`";
 
 /// What locked work does when its lease is lost while it runs.
 ///
@@ -164,6 +175,11 @@ impl LockOptions {
         if self.shared && !manager.is_shared() {
             return Err(Error::NotShared {
                 key: key.to_owned(),
+                hint: if installed::in_override() {
+                    NOT_SHARED_IN_OVERRIDE
+                } else {
+                    NOT_SHARED
+                },
             });
         }
         Ok(())

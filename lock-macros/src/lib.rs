@@ -40,6 +40,9 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), AppError> {
+/// // Once, at startup: a shared store for a fleet (`lock_core::connect(url)`),
+/// // or memory for one process. With none, calls fail with `Error::NoManager`.
+/// lock_core::registry::install(lock_core::LockManager::memory())?;
 /// match build_report("acme").await? {
 ///     Some(report) => println!("built {report:?}"),
 ///     None => println!("another worker is building the acme report"),
@@ -113,8 +116,11 @@ use proc_macro::TokenStream;
 /// [`lock_core::registry::install_named`](registry/fn.install_named.html):
 /// `manager = "billing"`. Without it the function uses the default manager,
 /// [`lock_core::registry::manager`](registry/fn.manager.html). A manager that is not
-/// installed makes each call fail with
-/// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager);
+/// installed makes each call fail, before the body runs, with
+/// [`lock_core::Error::UnknownManager`](enum.Error.html#variant.UnknownManager),
+/// or [`lock_core::Error::NoManager`](enum.Error.html#variant.NoManager) for
+/// the default one (never a per-process fallback; `manager = "process"`
+/// names this process's own memory manager, explicitly);
 /// [`lock_core::registry::verify`](registry/fn.verify.html) reports it at boot.
 /// Inside [`lock_core::registry::with_manager`](registry/fn.with_manager.html), the
 /// override is used whatever `manager` says, so tests need no global setup.
@@ -207,6 +213,7 @@ use proc_macro::TokenStream;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), AppError> {
+/// # lock_core::registry::install(lock_core::LockManager::memory())?;
 /// let cents: u64 = charge(7).await?; // no Option: contention is an AppError
 /// assert_eq!(cents, 700);
 /// # Ok(()) }
@@ -349,6 +356,7 @@ use proc_macro::TokenStream;
 ///         .await
 /// }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # lock_core::registry::install(lock_core::LockManager::memory()).unwrap();
 /// # assert_eq!(charge(7).await.unwrap(), 700);
 /// # }
 /// ```
@@ -402,6 +410,7 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # lock_core::registry::install(lock_core::LockManager::memory()).unwrap();
 /// # assert_eq!(Nightly.run().await.unwrap(), Some(42));
 /// # assert_eq!(Weekly.run().await.unwrap(), Some(7));
 /// # }
@@ -431,12 +440,17 @@ use proc_macro::TokenStream;
 /// you wrote; below them it would see the plain `fn` they leave, and says
 /// so. Entry points must keep their return type, so use `contended =
 /// "error"` there (contention is then an error, and `-> Result<(), E>`
-/// stays as declared):
+/// stays as declared). Their lock is taken before their body runs, so
+/// before anything the body could install: name the manager every process
+/// has, `manager = "process"`
+/// ([`lock_core::registry::PROCESS`](registry/constant.PROCESS.html)), whose
+/// locks exclude this process's tasks only. A lock on `main` that must
+/// exclude other processes is taken by hand, after the install.
 ///
 /// ```
 /// # use lock_core::locked;
-/// // Tests that share a database take turns.
-/// #[locked(name = "db-tests", ttl = "30s", wait = "30s", contended = "error")]
+/// // Tests of one binary that share a database take turns.
+/// #[locked(name = "db-tests", ttl = "30s", wait = "30s", contended = "error", manager = "process")]
 /// #[tokio::test]
 /// async fn migrates_the_schema() -> Result<(), lock_core::Error> {
 ///     Ok(())

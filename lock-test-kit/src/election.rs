@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use lock_core::{Election, Error, Leader, Leadership, LockManager, Observe, Term};
 
@@ -661,6 +661,59 @@ pub async fn terms_grow_and_bad_labels_are_refused(locks: LockManager) {
     );
 }
 
+/// [`Leader::since`] is when the term began, not when its candidate began
+/// campaigning: a standby that waited, then took over, shows as leading
+/// from the takeover. Someone handling an incident reads it as how long the
+/// leader has led; a standby that waited hours must not look like a
+/// long-standing leader.
+pub async fn a_standby_that_takes_over_begins_its_term_at_the_takeover(locks: LockManager) {
+    if refused_without_fencing(&locks, "since").await.is_none() {
+        return;
+    }
+    // Much longer than the slack: a start taken when the standby began to
+    // campaign is this far off.
+    const WAITED: Duration = Duration::from_millis(1500);
+    const SLACK: Duration = Duration::from_millis(200);
+    let election = locks.election("since", LONG);
+    let first = campaign(&election).await;
+    let standby = tokio::spawn({
+        let election = election.clone().label("standby");
+        async move { election.campaign().await }
+    });
+    tokio::time::sleep(WAITED).await;
+    assert!(!standby.is_finished(), "the standby waits while one leads");
+    let handed_over = SystemTime::now();
+    assert!(first.resign().await.expect("resign"), "it still led");
+    let second = tokio::time::timeout(HANG_GUARD, standby)
+        .await
+        .expect("the standby leads at once")
+        .expect("task")
+        .expect("campaign");
+    let took_over = SystemTime::now();
+    let leader = election
+        .leader()
+        .await
+        .expect("leader")
+        .expect("the standby leads");
+    assert_eq!(
+        (leader.label(), leader.term()),
+        ("standby", second.term()),
+        "the standby leads"
+    );
+    let since = leader.since().expect("when its term began");
+    let before = since
+        .checked_add(SLACK)
+        .is_some_and(|late| late >= handed_over);
+    assert!(
+        before && since <= took_over,
+        "the term began at the takeover, between the resignation and the campaign's return \
+         (within {SLACK:?}), not when the standby began to wait {WAITED:?} before: it began \
+         {:?} before the resignation",
+        handed_over.duration_since(since).unwrap_or_default()
+    );
+    second.resign().await.expect("resign");
+}
+
 /// One test per behaviour of the [election suite](self).
 #[macro_export]
 macro_rules! election_contract {
@@ -678,6 +731,7 @@ macro_rules! election_contract {
             an_observer_reads_a_dying_leaders_store_at_most_twice_in_its_last_second,
             a_cancelled_campaign_leaves_nothing_behind,
             terms_grow_and_bad_labels_are_refused,
+            a_standby_that_takes_over_begins_its_term_at_the_takeover,
         );
     };
 }

@@ -250,3 +250,55 @@ pub async fn manager(url: &str, prefix: &str) -> Result<lock_core::LockManager, 
         .map_err(|e| format!("connect: {}", e.chain()))?;
     Ok(locks.with_prefix(prefix))
 }
+
+/// The flavors of `#[tokio::main]` the `exit-child` binary runs under.
+pub const RUNTIMES: [&str; 2] = ["current-thread", "multi-thread"];
+
+/// Runs `program` (the test's `env!("CARGO_BIN_EXE_exit-child")`) under
+/// each flavor of `#[tokio::main]`: it takes a lock of a minute on `url`
+/// and returns from `main` with the guard bound. Once it has exited, the
+/// lease must be gone, as `locks` (a manager over the same store, any
+/// prefix) sees it: the next run of a cron binary must not find the lock
+/// held for the rest of its TTL. Each child has `guard` to exit.
+pub async fn main_returning_with_a_guard_gives_it_back(
+    program: &str,
+    url: &str,
+    locks: &lock_core::LockManager,
+    env: &[(&str, &str)],
+    guard: Duration,
+) {
+    const TTL: Duration = Duration::from_secs(60);
+    for runtime in RUNTIMES {
+        let id: u64 = rand::random();
+        let prefix = format!("test-exit-{id:016x}:");
+        let ttl_ms = TTL.as_millis().to_string();
+        let mut child = spawn_with(program, &[runtime, url, &prefix, "job", &ttl_ms], env);
+        assert_eq!(
+            read_line(&mut child, guard),
+            "held",
+            "{runtime}: the child took the lock"
+        );
+        let exited = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for the child") {
+                break status;
+            }
+            if exited.elapsed() > guard {
+                let _ = child.kill();
+                panic!("{runtime}: a child returning from main did not exit within {guard:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            status.success(),
+            "{runtime}: the child exited with {status}"
+        );
+        let lock = locks.clone().with_prefix(&prefix).lock("job", TTL);
+        assert!(
+            !lock.is_held().await.expect("is_held"),
+            "{runtime}: the lease of a guard dropped as main returned outlived its process \
+             (exited {:?} after taking it; its ttl is {TTL:?})",
+            exited.elapsed()
+        );
+    }
+}

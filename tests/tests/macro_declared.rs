@@ -145,32 +145,33 @@ fn declared_lists_every_locked_function_with_its_settings() {
 }
 
 // `verify()` must report every problem in one go, so one boot tells the
-// operator everything to fix; a `shared` function on a per-process manager
-// is one of them, and goes away once its manager is shared, as does the
-// missing default manager.
+// operator everything to fix: the missing default manager (whose calls
+// would fail closed), the missing named one, the ttl conflict; and a
+// `shared` function on a per-process manager, which goes away once its
+// manager is shared.
 #[tokio::test]
 async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_together() {
     registry::install_named("declared-tests-reports", LockManager::memory())
         .expect("installed once, by this test only");
-    // Nothing is installed as the default here: it is the per-process
-    // fallback, which the `shared` declaration must not run on.
-    let problems = registry::verify().expect_err("four problems are declared above");
+    // Nothing is installed as the default here: the functions using it
+    // would fail with `NoManager`, which is the one problem reported for
+    // them (the `shared` one has no manager to be unshared on).
+    let problems = registry::verify().expect_err("three problems are declared above");
     assert_eq!(
         problems.len(),
-        4,
+        3,
         "one lock name declared three times with two ttls is one problem: {problems}"
     );
-    // No default manager is installed: the functions using it would lock
-    // per process, silently without a tracing subscriber.
-    let fallback = problems
+    let no_default = problems
         .iter()
         .find(|problem| matches!(problem, Problem::NoManagerInstalled { .. }))
         .expect("the missing default manager is reported");
-    let text = fallback.to_string();
+    let text = no_default.to_string();
     assert!(
-        text.contains("no manager installed: locks are per-process")
-            && text.contains("registry::install(manager)"),
-        "says what is wrong and the fix: {text}"
+        text.contains("no default lock manager is installed")
+            && text.contains("registry::install(lock_core::connect(url).await?)")
+            && text.contains("registry::install(LockManager::memory())"),
+        "says what is wrong and both fixes: {text}"
     );
     let missing = problems
         .iter()
@@ -196,6 +197,18 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
             "lists every declaration of the name, {function} too: {text}"
         );
     }
+    assert!(
+        problems.to_string().starts_with("3 problem(s)"),
+        "the error lists them all: {problems}"
+    );
+
+    // The manager a call would use now decides: inside `with_manager`
+    // every call resolves the override, even `manager = "..."` ones, so
+    // verify must not report their manager missing; a memory override is
+    // per-process, so the `shared` function is reported on it.
+    let problems = registry::with_manager(LockManager::memory(), async { registry::verify() })
+        .await
+        .expect_err("the shared function and the ttl conflict");
     let unshared = problems
         .iter()
         .find(|problem| matches!(problem, Problem::NotShared { .. }))
@@ -207,15 +220,10 @@ async fn verify_reports_missing_managers_conflicting_ttls_and_unshared_managers_
             && text.contains("shared store"),
         "names the function, its manager and the fix: {text}"
     );
-    assert!(
-        problems.to_string().starts_with("4 problem(s)"),
-        "the error lists them all: {problems}"
-    );
+    assert_eq!(problems.len(), 2, "{problems}");
 
-    // The manager a call would use now decides: inside `with_manager`
-    // every call resolves the override, even `manager = "..."` ones, so
-    // verify must neither report their manager missing nor the override
-    // unshared. Only the ttl conflict, which is about the source, remains.
+    // Once the override is shared, only the ttl conflict, which is about
+    // the source, remains.
     let shared = LockManager::memory().declared_shared();
     let problems = registry::with_manager(shared, async { registry::verify() })
         .await

@@ -1,7 +1,8 @@
 //! The application-wide registry: installing managers and resolving them.
 //!
-//! These tests share one process's globals, so each uses its own names; the
-//! fallback (nothing installed) lives in its own test binary.
+//! These tests share one process's globals, so each uses its own names;
+//! nothing installed, and a manager taken before the install, live in test
+//! binaries of their own (`registry_uninstalled`, `registry_late_install`).
 
 use std::time::Duration;
 

@@ -180,6 +180,10 @@ impl Election {
         let store = target.manager.store();
         let labels = Labels::of_store(target.options.label, &**store);
         loop {
+            // Made for each attempt that may take the lease (the acquire
+            // waits once at most), never once for the whole campaign: a
+            // standby that waited hours and then took over must not show
+            // as leading for hours.
             let since = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default()
@@ -191,8 +195,8 @@ impl Election {
                     announce(&**store, target.key.as_ref());
                     return Ok(started);
                 }
-                // A wait without bound ends only when the deadline
-                // arithmetic gives up (it never should): campaign again.
+                // The wait is over (a release, the leader's TTL): try
+                // again, under a token made now.
                 Outcome::Contended(_) => continue,
             }
         }

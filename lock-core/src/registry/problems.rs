@@ -13,9 +13,8 @@ pub enum Problem {
         /// The declaration naming the manager.
         lock: &'static DeclaredLock,
     },
-    /// No default manager is installed, so the functions that use it lock on
-    /// a per-process memory store: their locks do not exclude other
-    /// processes.
+    /// No default manager is installed, so each call of the functions that
+    /// use it would fail with [`Error::NoManager`](crate::Error::NoManager).
     NoManagerInstalled {
         /// The declarations that use the default manager.
         declarations: Vec<&'static DeclaredLock>,
@@ -69,8 +68,7 @@ impl std::fmt::Display for Problem {
             Problem::NoManagerInstalled { declarations } => {
                 write!(
                     f,
-                    "no manager installed: locks are per-process; {} declared lock(s) use the \
-                     default manager (",
+                    "no default lock manager is installed, and {} declared lock(s) use it (",
                     declarations.len()
                 )?;
                 for (index, lock) in declarations.iter().take(3).enumerate() {
@@ -82,8 +80,10 @@ impl std::fmt::Display for Problem {
                 }
                 write!(
                     f,
-                    "), and with none installed they lock on a memory store that other \
-                     processes cannot see; call `lock_core::registry::install(manager)` at startup"
+                    "), so each of their calls would fail with `NoManager`; call \
+                     `registry::install(lock_core::connect(url).await?)?` at startup for locks \
+                     that exclude every process of the fleet, or \
+                     `registry::install(LockManager::memory())?` for locks within this one process"
                 )
             }
             Problem::NotShared { lock } => {

@@ -25,8 +25,9 @@ use super::{manager, manager_named};
 /// [`Problems`], listing each [`Problem`]:
 ///
 /// - [`NoManagerInstalled`](Problem::NoManagerInstalled): functions use the
-///   default manager and none is installed, so they lock on a per-process
-///   memory store (one problem, listing them);
+///   default manager and none is installed, so each of their calls would
+///   fail with [`Error::NoManager`](crate::Error::NoManager) (one problem,
+///   listing them);
 /// - [`ManagerNotInstalled`](Problem::ManagerNotInstalled): a `manager =
 ///   "x"` that is not installed;
 /// - [`NotShared`](Problem::NotShared): a `shared` function whose manager
@@ -41,8 +42,8 @@ use super::{manager, manager_named};
 ///   with different `permits`.
 ///
 /// Every check looks at the manager a call would use at this moment: the
-/// named one, or [`manager`](super::manager) for functions that name none (so, with nothing
-/// installed, the per-process fallback, which is never shared). Inside
+/// named one, or [`manager`](super::manager) for functions that name none (with nothing
+/// installed, none: only `NoManagerInstalled` is reported for them). Inside
 /// [`with_manager`](super::with_manager) that is the override, for named managers too, exactly as
 /// calls there resolve it.
 pub fn verify() -> std::result::Result<(), Problems> {
@@ -51,20 +52,20 @@ pub fn verify() -> std::result::Result<(), Problems> {
     let installed = |name: &str| manager_named(name).is_ok();
     let resolve = |named: Option<&str>| match named {
         Some(name) => manager_named(name).ok(),
-        None => Some(manager()),
+        None => (!super::nothing_installed()).then(manager),
     };
     let shared = |named: Option<&str>| resolve(named).map(|manager| manager.is_shared());
     let reads = |named: Option<&str>| resolve(named).map(|manager| manager.store().read_mode());
     let declared = declared();
     let mut problems = Vec::new();
-    // Locks on the default manager, with none installed: each would run on
-    // a per-process memory store, silently (its WARN needs a subscriber).
+    // Locks on the default manager, with none installed: each call would
+    // fail with `NoManager`.
     let on_default: Vec<&'static DeclaredLock> = declared
         .iter()
         .copied()
         .filter(|lock| lock.manager.is_none())
         .collect();
-    if !on_default.is_empty() && super::default_is_fallback() {
+    if !on_default.is_empty() && super::nothing_installed() {
         problems.push(Problem::NoManagerInstalled {
             declarations: on_default,
         });

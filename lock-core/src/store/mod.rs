@@ -313,6 +313,25 @@ pub trait LockStore: Send + Sync + 'static {
         let _ = (key, token);
         None
     }
+
+    /// Opens a store over the same servers, with the same settings, on
+    /// connections of its own, made on the runtime that polls the returned
+    /// future; `None` (the default) when the store cannot.
+    ///
+    /// For giving a lease back while the runtime this store's connections
+    /// run on shuts down: a guard dropped as a `#[tokio::main]` returns
+    /// spawns its give-back on that runtime, which then drops the task
+    /// unpolled. The runtime gives the lease back instead on a thread of
+    /// its own, through the store this opens, within a short deadline,
+    /// before its shutdown (and so the process) goes on. A store that
+    /// answers `None` leaves such leases to their TTL, with a WARN.
+    ///
+    /// The future must own what it needs (it runs on another runtime, on
+    /// another thread, perhaps after this store is gone) and do nothing
+    /// until polled.
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        None
+    }
 }
 
 impl<S: LockStore + ?Sized> LockStore for Arc<S> {
@@ -391,5 +410,9 @@ impl<S: LockStore + ?Sized> LockStore for Arc<S> {
 
     fn observe(&self, key: &str) -> Option<Wakeup> {
         (**self).observe(key)
+    }
+
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        (**self).reopen()
     }
 }

@@ -343,3 +343,23 @@ async fn an_early_release_with_less_claim_left_than_the_shortest_lease_ends_it_s
         "the claim ends within the shortest lease, not the 30 s TTL: {holder:?}"
     );
 }
+
+/// A guard dropped as `#[tokio::main]` returns (`let _guard = ...` in a cron
+/// binary's `main`) is given back before the process exits, under both
+/// flavors of runtime: the next run must not find the lock held for the
+/// rest of its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_exits() {
+    let Some(endpoints) = etcd::etcd_endpoints() else {
+        return;
+    };
+    let locks = LockManager::new(EtcdStore::connect(&endpoints).await.expect("connect"));
+    children::main_returning_with_a_guard_gives_it_back(
+        env!("CARGO_BIN_EXE_exit-child"),
+        &endpoints.join(","),
+        &locks,
+        &[],
+        Duration::from_secs(60),
+    )
+    .await;
+}

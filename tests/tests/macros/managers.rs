@@ -115,3 +115,41 @@ async fn with_manager_overrides_default_and_named_managers_for_the_task() {
         "the billing manager was never touched"
     );
 }
+
+#[locked(name = "payouts", ttl = "1m", shared)]
+async fn pay_out() -> u8 {
+    3
+}
+
+// A test runs `shared` code on a memory manager under `with_manager`, and
+// gets `NotShared`: its message must say the test's fix, a manager
+// declared shared, not the production one (install Redis), which would
+// send the test's author the wrong way.
+#[tokio::test]
+async fn a_shared_lock_refused_under_with_manager_names_declared_shared() {
+    let refused = registry::with_manager(LockManager::memory(), pay_out()).await;
+    let Err(error) = refused else {
+        panic!("a memory manager is per-process: {refused:?}");
+    };
+    let text = error.to_string();
+    assert!(
+        text.contains("registry::with_manager(LockManager::memory().declared_shared(), ..)"),
+        "names the test's fix in full: {text}"
+    );
+    let vouched = registry::with_manager(LockManager::memory().declared_shared(), pay_out())
+        .await
+        .expect("declared shared");
+    assert_eq!(vouched, Some(3), "runs once the manager is declared shared");
+
+    // Outside an override the same refusal keeps the application's fix.
+    let locks = LockManager::memory();
+    let outside = locks.lock("payouts", TTL).shared().acquire().await;
+    let Err(error) = outside else {
+        panic!("a memory manager is per-process: {outside:?}");
+    };
+    let text = error.to_string();
+    assert!(
+        text.contains("install a manager over a shared store") && !text.contains("with_manager"),
+        "an application is told to install a shared store: {text}"
+    );
+}

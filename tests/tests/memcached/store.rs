@@ -320,3 +320,22 @@ async fn a_store_with_no_time_bound_works_instead_of_panicking() {
         .expect("connect with no time bound");
     lock_test_kit::contract::every_call_works_without_a_time_bound(LockManager::new(store)).await;
 }
+
+/// A guard dropped as `#[tokio::main]` returns (`let _guard = ...` in a cron
+/// binary's `main`) is given back before the process exits, under both
+/// flavors of runtime: the next run must not find the lock held for the
+/// rest of its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_exits() {
+    let Some(url) = memcached::memcached_url() else {
+        return;
+    };
+    children::main_returning_with_a_guard_gives_it_back(
+        env!("CARGO_BIN_EXE_exit-child"),
+        &url,
+        &manager(&url, "").await,
+        &[],
+        HANG_GUARD,
+    )
+    .await;
+}

@@ -642,6 +642,25 @@ async fn readers_never_see_a_write_under_way_across_4_processes() {
     assert_eq!(run.total, 200, "no update lost: {run:?}");
 }
 
+/// A guard dropped as `#[tokio::main]` returns (`let _guard = ...` in a cron
+/// binary's `main`) is given back before the process exits, under both
+/// flavors of runtime: the next run must not find the lock held for the
+/// rest of its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_exits() {
+    let Some(url) = postgres::postgres_url() else {
+        return;
+    };
+    children::main_returning_with_a_guard_gives_it_back(
+        env!("CARGO_BIN_EXE_exit-child"),
+        &url,
+        &manager(&url, "").await,
+        &[("LOCK_CHILD_PG_SCHEMA", postgres::schema())],
+        HANG_GUARD,
+    )
+    .await;
+}
+
 /// Every record tokio-postgres logs, counted when it quotes a server's
 /// NOTICE that a relation already exists.
 struct Notices;

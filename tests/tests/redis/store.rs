@@ -1669,6 +1669,26 @@ async fn a_writer_that_gives_up_lets_in_the_readers_of_its_process_it_stood_in_f
     drop((admitted, other_reader));
 }
 
+/// A guard dropped as `#[tokio::main]` returns (`let _guard = ...` in a cron
+/// binary's `main`) is given back before the process exits, under both
+/// flavors of runtime: the next run must not find the lock held for the
+/// rest of its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_as_tokio_main_returns_is_given_back_before_the_process_exits() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let locks = LockManager::new(RedisStore::connect(&url).await.expect("connect"));
+    children::main_returning_with_a_guard_gives_it_back(
+        env!("CARGO_BIN_EXE_exit-child"),
+        &url,
+        &locks,
+        &[],
+        HANG_GUARD,
+    )
+    .await;
+}
+
 /// A fenced lock's holder, read back (`holder()`, `locks list`), shows the
 /// fencing token its acquire got, as on PostgreSQL, etcd and memory: only an
 /// election's leader did, and an operator read `-` as "not fenced". The

@@ -12,7 +12,7 @@ use etcd_client::{Client, ConnectOptions};
 
 use super::watch::Watches;
 use super::{EtcdConfig, EtcdStore, Shared, tls};
-use crate::store::kit::{Background, Deadline, Waiters};
+use crate::store::kit::{Background, Deadline, Reopen, Waiters};
 use crate::{Error, Result};
 
 impl EtcdStore {
@@ -49,6 +49,13 @@ impl EtcdStore {
             .iter()
             .map(|endpoint| endpoint.as_ref().to_owned())
             .collect();
+        Self::open(endpoints, config, true).await
+    }
+
+    /// Connects to `endpoints`; with `reopens`, a store that can open
+    /// itself again that way ([`LockStore::reopen`](crate::LockStore::reopen)).
+    async fn open(endpoints: Vec<String>, config: EtcdConfig, reopens: bool) -> Result<EtcdStore> {
+        let reopen = reopens.then(|| reopen(&endpoints, &config));
         let shown = endpoints.join(",");
         if endpoints.is_empty() {
             return Err(Error::invalid_config(
@@ -115,6 +122,7 @@ impl EtcdStore {
                 min_ttl,
                 ranges,
                 endpoints,
+                reopen,
                 _tasks: tasks,
             }),
         })
@@ -139,6 +147,13 @@ fn compares_ranges(version: &str) -> bool {
         (Some(major), Some(minor)) => (major, minor) >= (3, 3),
         _ => true,
     }
+}
+
+/// How a store connected to `endpoints` opens itself again
+/// ([`LockStore::reopen`](crate::LockStore::reopen)).
+fn reopen(endpoints: &[String], config: &EtcdConfig) -> Reopen {
+    let (endpoints, config) = (endpoints.to_vec(), config.clone());
+    Reopen::new(move || EtcdStore::open(endpoints.clone(), config.clone(), false))
 }
 
 #[cfg(test)]

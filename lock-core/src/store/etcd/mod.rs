@@ -170,6 +170,8 @@ struct Shared {
     /// and later), which its readers need.
     ranges: bool,
     endpoints: Vec<String>,
+    /// How it opens itself again ([`LockStore::reopen`]).
+    reopen: Option<kit::Reopen>,
     /// The watch stream's task: kept only to be dropped, which aborts it
     /// with the store.
     _tasks: Background,
@@ -576,6 +578,10 @@ impl LockStore for EtcdStore {
         let observer = Wakeup::observer(self.shared.waiters.observe(key));
         self.shared.watches.watch(key, watch::FROM_NOW);
         Some(observer)
+    }
+
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        self.shared.reopen.as_ref().map(kit::Reopen::open)
     }
 }
 

@@ -15,6 +15,10 @@
 //! - [`Backoff`]: the growing pause between reconnect attempts, grown
 //!   whether the last connection failed or came up and dropped at once.
 //! - [`Background`]: a store's listener and watch tasks, aborted with it.
+//! - [`Reopen`]: what a store was opened from, kept so it can open itself
+//!   again ([`LockStore::reopen`](crate::LockStore::reopen)) when the
+//!   runtime its connections run on shuts down with a lease still to give
+//!   back.
 //! - [`Tls`]: the CA and client certificate of a store's TLS connections,
 //!   given the same way (and with the same URL words) to every store.
 //! - [`check_lease`] ([`check_key`] and [`validate_ttl`]), [`store_ttl`],
@@ -83,6 +87,7 @@ mod checks;
 pub(crate) mod conninfo;
 mod deadline;
 pub(crate) mod redact;
+mod reopen;
 mod tasks;
 mod tls;
 mod url;
@@ -94,6 +99,7 @@ pub use self::deadline::{BoxError, CallError, Deadline};
 pub use self::redact::{invalid_url, redacted, scrub};
 #[allow(unused_imports)]
 pub(crate) use self::redact::{scrub_all, secrets};
+pub use self::reopen::Reopen;
 pub use self::tasks::Background;
 #[cfg(any(feature = "postgres-tls", feature = "memcached-tls"))]
 pub(crate) use self::tls::Reloading;

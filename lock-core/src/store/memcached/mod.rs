@@ -132,6 +132,8 @@ struct Shared {
     address: String,
     /// Whether its connections are TLS (`memcaches://`).
     tls: bool,
+    /// How it opens itself again ([`LockStore::reopen`]).
+    reopen: Option<kit::Reopen>,
 }
 
 impl MemcachedStore {
@@ -164,6 +166,13 @@ impl MemcachedStore {
     ///
     /// As [`connect`](MemcachedStore::connect).
     pub async fn connect_with(url: &str, config: MemcachedConfig) -> Result<MemcachedStore> {
+        Self::open(url, config, true).await
+    }
+
+    /// Connects to `url`; with `reopens`, a store that can open itself
+    /// again that way ([`LockStore::reopen`]).
+    async fn open(url: &str, config: MemcachedConfig, reopens: bool) -> Result<MemcachedStore> {
+        let reopen = reopens.then(|| reopen(url, &config));
         let target = target(url, &config.tls)?;
         let dialer =
             Dialer::new(&target).map_err(|why| Error::invalid_config("memcached", why))?;
@@ -177,6 +186,7 @@ impl MemcachedStore {
                 config,
                 address: target.address,
                 tls: target.tls.is_some(),
+                reopen,
             }),
         };
         // One request on every connection: the server is there, and its
@@ -476,6 +486,20 @@ impl LockStore for MemcachedStore {
     fn ttl_resolution(&self) -> Duration {
         Duration::from_secs(1)
     }
+
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        self.shared.reopen.as_ref().map(kit::Reopen::open)
+    }
+}
+
+/// How a store connected to `url` opens itself again
+/// ([`LockStore::reopen`]).
+fn reopen(url: &str, config: &MemcachedConfig) -> kit::Reopen {
+    let (url, config) = (url.to_owned(), config.clone());
+    kit::Reopen::new(move || {
+        let (url, config) = (url.clone(), config.clone());
+        async move { MemcachedStore::open(&url, config, false).await }
+    })
 }
 
 impl fmt::Debug for MemcachedStore {

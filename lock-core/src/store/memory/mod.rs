@@ -57,8 +57,9 @@ use crate::{Holder, Result};
 /// Leases kept in this process's memory: fast, needs no server, and visible
 /// to this process only.
 ///
-/// This is the store behind [`LockManager::memory`](crate::LockManager::memory)
-/// and the registry's fallback manager. Cloning it is cheap and the clones
+/// This is the store behind [`LockManager::memory`](crate::LockManager::memory),
+/// which an application that runs as one process installs as its default
+/// manager. Cloning it is cheap and the clones
 /// share the same leases.
 ///
 /// ```

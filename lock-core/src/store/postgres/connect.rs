@@ -13,7 +13,7 @@ use super::sweep;
 use super::link::{self, Link};
 use super::{PostgresConfig, PostgresStore, Shared, environment};
 use crate::store::kit::tls_explained;
-use crate::store::kit::{Background, BoxError, Waiters};
+use crate::store::kit::{Background, BoxError, Reopen, Waiters};
 use crate::{Error, Result};
 
 impl PostgresStore {
@@ -52,6 +52,13 @@ impl PostgresStore {
     ///
     /// As [`connect`](PostgresStore::connect).
     pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<PostgresStore> {
+        Self::open(url, config, true).await
+    }
+
+    /// Connects to `url` with a pool of its own; with `reopens`, a store
+    /// that can open itself again that way ([`LockStore::reopen`]).
+    async fn open(url: &str, config: PostgresConfig, reopens: bool) -> Result<PostgresStore> {
+        let reopen = reopens.then(|| reopen(url, &config));
         let link = parse_url(url, &config)?;
         let manager = Manager::from_config(
             link.config.clone(),
@@ -65,7 +72,7 @@ impl PostgresStore {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| Error::invalid_config("postgres", format!("the pool cannot be built: {e}")))?;
-        Self::start(pool, link, config).await
+        Self::start(pool, link, config, reopen).await
     }
 
     /// A store over the application's own pool, so the locks share its
@@ -90,10 +97,16 @@ impl PostgresStore {
         config: PostgresConfig,
     ) -> Result<PostgresStore> {
         let link = parse_url(listen_url, &config)?;
-        Self::start(pool, link, config).await
+        let reopen = reopen(listen_url, &config);
+        Self::start(pool, link, config, Some(reopen)).await
     }
 
-    async fn start(pool: Pool, link: Link, config: PostgresConfig) -> Result<PostgresStore> {
+    async fn start(
+        pool: Pool,
+        link: Link,
+        config: PostgresConfig,
+        reopen: Option<Reopen>,
+    ) -> Result<PostgresStore> {
         let shown = shown(&link.config);
         let invalid = |why: String| Error::invalid_config("postgres", why);
         let named = |suffix: &str| sql::identifier(&format!("{}{suffix}", config.table));
@@ -242,6 +255,7 @@ impl PostgresStore {
                 config,
                 shown,
                 connector,
+                reopen,
                 _tasks: tasks,
             }),
         })
@@ -277,4 +291,16 @@ fn shown(config: &tokio_postgres::Config) -> String {
         config.get_user().unwrap_or(""),
         config.get_dbname().unwrap_or("")
     )
+}
+
+/// How a store connected to `url` opens itself again
+/// ([`LockStore::reopen`](crate::LockStore::reopen)): a pool of its own
+/// over `url` (for a store over the application's pool, its `listen_url`,
+/// a connection straight to the same database).
+fn reopen(url: &str, config: &PostgresConfig) -> Reopen {
+    let (url, config) = (url.to_owned(), config.clone());
+    Reopen::new(move || {
+        let (url, config) = (url.clone(), config.clone());
+        async move { PostgresStore::open(&url, config, false).await }
+    })
 }

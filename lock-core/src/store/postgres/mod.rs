@@ -276,6 +276,8 @@ struct Shared {
     shown: String,
     /// How a cancel request connects: as the store's connections do.
     connector: tls::Connector,
+    /// How it opens itself again ([`LockStore::reopen`]).
+    reopen: Option<kit::Reopen>,
     /// The `LISTEN` connection and the sweep: kept only to be dropped,
     /// which aborts them with the store.
     _tasks: Background,
@@ -574,6 +576,10 @@ impl LockStore for PostgresStore {
     /// name and every new holder of one.
     fn observe(&self, key: &str) -> Option<Wakeup> {
         Some(Wakeup::observer(self.shared.waiters.observe(key)))
+    }
+
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        self.shared.reopen.as_ref().map(kit::Reopen::open)
     }
 }
 

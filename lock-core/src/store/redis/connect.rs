@@ -316,6 +316,7 @@ async fn start(
         nodes,
         _listener: listener,
         publish,
+        reopen: None,
     };
     // Loaded up front so the first acquire costs one round trip; on a
     // cluster, SCRIPT LOAD reaches every primary.

@@ -35,6 +35,7 @@ pub(crate) mod url;
 mod wakeups;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -342,18 +343,42 @@ impl RedisStore {
     ///
     /// As [`connect`](RedisStore::connect).
     pub async fn connect_with(url: &str, config: RedisConfig) -> Result<RedisStore> {
+        let (again, settings) = (url.to_owned(), config.clone());
+        let shared = Self::open(url, config).await?;
+        Ok(Self::reopening(shared, move || {
+            let (url, config) = (again.clone(), settings.clone());
+            async move { Self::open(&url, config).await }
+        }))
+    }
+
+    /// The store a URL names, one server or a service behind Sentinel.
+    async fn open(url: &str, config: RedisConfig) -> Result<Shared> {
         if sentinel::is_sentinel_url(url) {
             connect::no_certificates(url, &config.tls, "Redis behind Sentinel")?;
-            let shared = connect::sentinel(url, config).await?;
-            return Ok(RedisStore {
-                shared: Arc::new(shared),
-            });
+            return connect::sentinel(url, config).await;
         }
         let client = connect::open_client(url, &config.tls)?;
-        let shared = connect::single(client, config).await?;
-        Ok(RedisStore {
+        connect::single(client, config).await
+    }
+
+    /// A store over `shared` that opens itself again with `open`
+    /// ([`LockStore::reopen`]).
+    fn reopening<F, Fut>(mut shared: Shared, open: F) -> RedisStore
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Shared>> + Send + 'static,
+    {
+        shared.reopen = Some(kit::Reopen::new(move || {
+            let opening = open();
+            async move {
+                Ok(RedisStore {
+                    shared: Arc::new(opening.await?),
+                })
+            }
+        }));
+        RedisStore {
             shared: Arc::new(shared),
-        })
+        }
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with the default
@@ -380,10 +405,7 @@ impl RedisStore {
     /// As [`cluster`](RedisStore::cluster).
     pub async fn cluster_with(urls: &[&str], config: RedisConfig) -> Result<RedisStore> {
         let (client, subscribers) = connect::cluster_clients(urls, &config)?;
-        let shared = connect::cluster(client, subscribers, config).await?;
-        Ok(RedisStore {
-            shared: Arc::new(shared),
-        })
+        Self::over_cluster(client, subscribers, config).await
     }
 
     /// A store over an already configured single-server client.
@@ -401,10 +423,11 @@ impl RedisStore {
     /// them to it (`redis::Client::build_with_tls`).
     pub async fn from_client(client: Client, config: RedisConfig) -> Result<RedisStore> {
         connect::no_certificates_given(&config, "a redis::Client of the application's own")?;
+        let (again, settings) = (client.clone(), config.clone());
         let shared = connect::single(client, config).await?;
-        Ok(RedisStore {
-            shared: Arc::new(shared),
-        })
+        Ok(Self::reopening(shared, move || {
+            connect::single(again.clone(), settings.clone())
+        }))
     }
 
     /// A store over an already configured cluster client.
@@ -425,10 +448,21 @@ impl RedisStore {
         config: RedisConfig,
     ) -> Result<RedisStore> {
         connect::no_certificates_given(&config, "a cluster client of the application's own")?;
+        Self::over_cluster(client, subscribers, config).await
+    }
+
+    /// A store over a cluster client, that opens itself again over it.
+    async fn over_cluster(
+        client: ClusterClient,
+        subscribers: Vec<Client>,
+        config: RedisConfig,
+    ) -> Result<RedisStore> {
+        let again = (client.clone(), subscribers.clone(), config.clone());
         let shared = connect::cluster(client, subscribers, config).await?;
-        Ok(RedisStore {
-            shared: Arc::new(shared),
-        })
+        Ok(Self::reopening(shared, move || {
+            let (client, subscribers, config) = again.clone();
+            connect::cluster(client, subscribers, config)
+        }))
     }
 
     /// The configuration the store runs with.
@@ -509,6 +543,10 @@ impl LockStore for RedisStore {
     fn observe(&self, key: &str) -> Option<Wakeup> {
         let lease = keys::lease_key(key).ok()?;
         Some(Wakeup::observer(self.shared.waiters.observe(&lease)))
+    }
+
+    fn reopen(&self) -> Option<BoxFuture<'static, Result<Arc<dyn LockStore>>>> {
+        self.shared.reopen.as_ref().map(kit::Reopen::open)
     }
 }
 

@@ -11,7 +11,7 @@ use super::acked::AckedPool;
 use super::config::RedisConfig;
 use super::scripts::Scripts;
 use super::sentinel::SentinelConnection;
-use crate::store::kit::{Background, Waiters};
+use crate::store::kit::{Background, Reopen, Waiters};
 
 /// What the clones of one store share.
 pub(super) struct Shared {
@@ -30,6 +30,10 @@ pub(super) struct Shared {
     /// How releases are announced: `PUBLISH`, or `SPUBLISH` on a cluster
     /// that has sharded pub/sub.
     pub(super) publish: &'static str,
+    /// How the store opens itself again, from what it was opened from
+    /// ([`LockStore::reopen`](crate::LockStore::reopen)); `None` on a store
+    /// opened that way.
+    pub(super) reopen: Option<Reopen>,
 }
 
 /// The command connection: one reconnecting multiplexed connection to a

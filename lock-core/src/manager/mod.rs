@@ -1,5 +1,7 @@
 //! [`LockManager`]: a store, a key prefix, and the factory for [`Lock`](crate::Lock)s.
 
+pub(crate) mod installed;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -32,6 +34,24 @@ pub struct LockManager {
     store: Arc<dyn LockStore>,
     prefix: Arc<str>,
     declared_shared: bool,
+    source: Source,
+}
+
+/// Where a manager's store (and, unless it has one of its own, its prefix)
+/// comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// Its own `store`.
+    Own,
+    /// The default manager installed with `registry::install`, read at each
+    /// use: what `registry::manager()` returns while nothing is installed.
+    /// `store` is then the placeholder that fails every call. `own_prefix`
+    /// when [`LockManager::with_prefix`] gave it a prefix of its own.
+    Installed { own_prefix: bool },
+    /// No store at all: a lock built from an `Installed` manager while
+    /// nothing was installed. `store` is the placeholder, and every lock
+    /// fails with `Error::NoManager`.
+    Nothing,
 }
 
 impl LockManager {
@@ -41,7 +61,64 @@ impl LockManager {
             store: Arc::new(store),
             prefix: Arc::from(DEFAULT_PREFIX),
             declared_shared: false,
+            source: Source::Own,
         }
+    }
+
+    /// The manager `registry::manager()` returns while nothing is
+    /// installed: it stands for the default manager to come, resolved at
+    /// each use, and fails every lock with `Error::NoManager` until then.
+    pub(crate) fn installed_later() -> LockManager {
+        LockManager {
+            store: Arc::clone(installed::unbound()),
+            prefix: Arc::from(DEFAULT_PREFIX),
+            declared_shared: false,
+            source: Source::Installed { own_prefix: false },
+        }
+    }
+
+    /// The installed default manager this one stands for, when it stands
+    /// for one and one is installed now.
+    fn resolved(&self) -> Option<&'static LockManager> {
+        match self.source {
+            Source::Installed { .. } => installed::installed(),
+            Source::Own | Source::Nothing => None,
+        }
+    }
+
+    /// The manager a lock built now works on: this one, or for a manager
+    /// that stands for the installed default, that default (with this
+    /// manager's own prefix and `declared_shared`, if it was given them),
+    /// or no store at all while nothing is installed.
+    pub(crate) fn bound(&self) -> LockManager {
+        let Source::Installed { own_prefix } = self.source else {
+            return self.clone();
+        };
+        match installed::installed() {
+            // Installed managers are bound when installed, never `Installed`.
+            Some(default) => {
+                let default = default.clone();
+                LockManager {
+                    prefix: if own_prefix {
+                        Arc::clone(&self.prefix)
+                    } else {
+                        default.prefix
+                    },
+                    declared_shared: self.declared_shared || default.declared_shared,
+                    ..default
+                }
+            }
+            None => LockManager {
+                source: Source::Nothing,
+                ..self.clone()
+            },
+        }
+    }
+
+    /// Whether this manager has no store to work on: its locks fail with
+    /// `Error::NoManager`.
+    pub(crate) fn is_unbound(&self) -> bool {
+        self.source == Source::Nothing
     }
 
     /// A manager over a fresh in-process [`MemoryStore`].
@@ -58,8 +135,13 @@ impl LockManager {
     /// cannot collide.
     #[must_use = "with_prefix returns a new manager and leaves this one unchanged"]
     pub fn with_prefix(self, prefix: impl Into<String>) -> Self {
+        let source = match self.source {
+            Source::Installed { .. } => Source::Installed { own_prefix: true },
+            source => source,
+        };
         LockManager {
             prefix: Arc::from(prefix.into()),
+            source,
             ..self
         }
     }
@@ -81,9 +163,13 @@ impl LockManager {
     /// is shared (and atomic), or the manager was [declared
     /// shared](LockManager::declared_shared).
     ///
-    /// A memory manager says `false`: two processes each get the lock.
+    /// A memory manager says `false`: two processes each get the lock. So
+    /// does the manager [`registry::manager`](crate::registry::manager)
+    /// returns while nothing is installed, whose locks fail.
     pub fn is_shared(&self) -> bool {
-        self.declared_shared || self.store.is_shared()
+        self.declared_shared
+            || self.resolved().is_some_and(LockManager::is_shared)
+            || self.store.is_shared()
     }
 
     // `lock`, the factory for locks, is defined in lock.rs, beside what it
@@ -129,15 +215,16 @@ impl LockManager {
     /// cannot list (memcached); [`Error::Store`](crate::Error::Store) when the
     /// store fails.
     pub async fn list(&self) -> crate::Result<Vec<(String, Holder)>> {
-        let mut held: Vec<(String, Holder)> = self
+        let manager = self.bound();
+        let mut held: Vec<(String, Holder)> = manager
             .store
-            .list(&self.prefix)
+            .list(&manager.prefix)
             .await?
             .into_iter()
             .filter_map(|(key, holder)| {
                 // A store's listing is by key prefix; an empty name is not
                 // a lock this manager could have taken.
-                let name = key.strip_prefix(&*self.prefix)?;
+                let name = key.strip_prefix(&*manager.prefix)?;
                 (!name.is_empty()).then(|| (name.to_owned(), holder))
             })
             .collect();
@@ -146,13 +233,25 @@ impl LockManager {
     }
 
     /// The store this manager works on.
+    ///
+    /// For the manager [`registry::manager`](crate::registry::manager)
+    /// returns while nothing is installed: the installed default's store
+    /// once one is installed, and until then a placeholder named `"none"`
+    /// that fails every call with [`Error::NoManager`](crate::Error::NoManager).
     pub fn store(&self) -> &Arc<dyn LockStore> {
-        &self.store
+        self.resolved().map_or(&self.store, LockManager::store)
     }
 
     /// The prefix put before every lock name to make its key.
+    ///
+    /// For the manager [`registry::manager`](crate::registry::manager)
+    /// returns while nothing is installed, and not given a prefix of its
+    /// own: the installed default's prefix once one is installed.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        match (self.source, self.resolved()) {
+            (Source::Installed { own_prefix: false }, Some(default)) => default.prefix(),
+            _ => &self.prefix,
+        }
     }
 
     /// The prefix, shared: its allocation identifies it while it is held.
@@ -164,7 +263,8 @@ impl LockManager {
 impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.prefix())
+            .field("store", &self.store().name())
             .field("shared", &self.is_shared())
             .finish_non_exhaustive()
     }
