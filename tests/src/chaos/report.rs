@@ -11,7 +11,7 @@
 //! | leases left after the clean stop | 0 | the store, checked for every lease each worker held at or after the stop as it ends, then for every name |
 //! | stuck names | 0 | a name refused to another worker `TTL` + slack after its holder was killed, paused or cut off, before anyone took it |
 //! | waiters that slept past a release | 0 | a call waiting when the lock was released, nobody served within [`WAKE_SLACK`] (memcached has no cross-process wakeups) |
-//! | waiting calls that polled the store | 0 | a call that sent more acquire attempts than 10 plus 10 a second it lasted: a waiter wakes on a release, an expiry or its deadline, never on a fixed short timer |
+//! | waiting calls that polled the store | 0 | a call that sent more acquire attempts than 10, plus 2 for each release of its lock while it waited, plus 2 a second it lasted: a waiter wakes on a release, an expiry or its deadline, never on a fixed short timer |
 //! | calls that gave up early | 0 | a call that answered "busy" (`Ok(None)`) before its wait was out: a waiter that stops waiting while the lock may still come free |
 //! | stalled workers | 0 | a fault-free stretch of 3 TTLs in which a worker finished no call (a body that ran, or a clean `None`) and began no body |
 //! | fault kinds never injected | 0 | a kind the store suffers that the run did not manage to inject |
@@ -636,19 +636,25 @@ pub struct Polled {
     pub most: i64,
 }
 
-/// The calls that sent more acquire attempts than [`POLL_BASE`] plus
-/// [`POLL_RATE`] per second they lasted. A waiter tries once, then again
-/// when a release wakes it, when the holder's lease should have run out,
-/// and at its deadline: on four names taken every few tens of ms at the
-/// busiest, far fewer than that. A waiter that naps a fixed short time
-/// between tries (a polling loop) sends hundreds a second.
+/// The calls that sent more acquire attempts than [`POLL_BASE`], plus
+/// [`PER_RELEASE`] for each release of their lock while they waited (each
+/// may wake them, and under contention each does), plus [`POLL_RATE`] per
+/// second they lasted (an expiry, its jitter, a resubscription that wakes
+/// every waiter). A waiter tries once, then again when a release wakes it,
+/// when the holder's lease should have run out, and at its deadline. A
+/// waiter that naps a fixed short time between tries sends 20 a second
+/// and more, releases or not: a rate alone cannot tell it from a waiter on
+/// a busy name woken by each of 20 releases a second, the releases can.
 async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
     let rows = client
         .query(
             &format!(
-                "SELECT worker, name || ' ' || mode, store_attempts,
-                        extract(epoch FROM finished - wait_started)::float8
-                 FROM \"{s}\".attempts"
+                "SELECT a.worker, a.name || ' ' || a.mode, a.store_attempts,
+                        extract(epoch FROM a.finished - a.wait_started)::float8,
+                        (SELECT count(*) FROM \"{s}\".intervals i
+                         WHERE i.name = a.name AND i.mode = a.mode
+                           AND i.ended > a.wait_started AND i.ended < a.finished)
+                 FROM \"{s}\".attempts a"
             ),
             &[],
         )
@@ -658,13 +664,14 @@ async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
     for row in &rows {
         let attempts = i64::from(row.get::<_, i32>(2));
         let seconds: f64 = row.get(3);
+        let releases: i64 = row.get(4);
         polled.most = polled.most.max(attempts);
         if seconds >= 1.0 {
             polled.most_per_second = polled.most_per_second.max(attempts as f64 / seconds);
         }
-        if attempts as f64 > POLL_BASE + POLL_RATE * seconds {
+        if attempts as f64 > POLL_BASE + PER_RELEASE * releases as f64 + POLL_RATE * seconds {
             polled.calls.push(format!(
-                "{} {}: {attempts} attempts in {seconds:.2} s",
+                "{} {}: {attempts} attempts in {seconds:.2} s, {releases} releases meanwhile",
                 row.get::<_, String>(0),
                 row.get::<_, String>(1)
             ));
@@ -676,9 +683,11 @@ async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
 /// See [`polled`].
 const POLL_BASE: f64 = 10.0;
 
-/// See [`polled`]. The busiest calls of ten-minute runs sent under 5 a
-/// second; a waiter napping 50 ms between tries sends 20 and more.
-const POLL_RATE: f64 = 10.0;
+/// See [`polled`].
+const PER_RELEASE: f64 = 2.0;
+
+/// See [`polled`].
+const POLL_RATE: f64 = 2.0;
 
 /// How much sooner than its wait a busy call may end: none, but for the
 /// rounding of the microseconds recorded.
