@@ -75,7 +75,7 @@ pub(super) mod sent {
 
     /// acquire.lua: lease, waiters marker, fencing counter, writers'
     /// claims, elected, fenced.
-    pub(in super::super) fn acquire(key: &str) -> [KeyArg<'_>; 6] {
+    pub(crate) fn acquire(key: &str) -> [KeyArg<'_>; 6] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
@@ -87,7 +87,7 @@ pub(super) mod sent {
     }
 
     /// read_acquire.lua: lease, waiters marker, readers, writers' claims.
-    pub(in super::super) fn read_acquire(key: &str) -> [KeyArg<'_>; 4] {
+    pub(crate) fn read_acquire(key: &str) -> [KeyArg<'_>; 4] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
@@ -98,7 +98,7 @@ pub(super) mod sent {
 
     /// release.lua: lease, waiters marker, writers' claims, elected,
     /// readers.
-    pub(in super::super) fn release(key: &str) -> [KeyArg<'_>; 5] {
+    pub(crate) fn release(key: &str) -> [KeyArg<'_>; 5] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
@@ -109,13 +109,13 @@ pub(super) mod sent {
     }
 
     /// extend.lua: lease, readers.
-    pub(in super::super) fn extend(key: &str) -> [KeyArg<'_>; 2] {
+    pub(crate) fn extend(key: &str) -> [KeyArg<'_>; 2] {
         [KeyArg::lease(key), KeyArg::readers(key)]
     }
 
     /// force_release.lua: lease, waiters marker, readers, writers' claims,
     /// elected.
-    pub(in super::super) fn force_release(key: &str) -> [KeyArg<'_>; 5] {
+    pub(crate) fn force_release(key: &str) -> [KeyArg<'_>; 5] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
@@ -126,7 +126,7 @@ pub(super) mod sent {
     }
 
     /// holder.lua: lease, readers, elected, fencing counter, fenced.
-    pub(in super::super) fn holder(key: &str) -> [KeyArg<'_>; 5] {
+    pub(crate) fn holder(key: &str) -> [KeyArg<'_>; 5] {
         [
             KeyArg::lease(key),
             KeyArg::readers(key),
@@ -137,7 +137,7 @@ pub(super) mod sent {
     }
 
     /// withdraw.lua: lease, waiters marker, writers' claims.
-    pub(in super::super) fn withdraw(key: &str) -> [KeyArg<'_>; 3] {
+    pub(crate) fn withdraw(key: &str) -> [KeyArg<'_>; 3] {
         [
             KeyArg::lease(key),
             KeyArg::waiters(key),
