@@ -83,9 +83,10 @@ impl fmt::Display for Host {
 /// - The user info runs to the **last** `@` before the first `/`: a
 ///   password may hold `@`, `:`, `?`, `,`, `#`, `=`, blanks and quotes as
 ///   they are; only a `/` must be written `%2F`. The user ends at the
-///   first `:`. A raw `@` in the path (a `/` left in a password) is
-///   refused rather than guessed at. In a URL without a path, an `@` in
-///   the query is taken for the end of the user info: write it `%40`.
+///   first `:`. A raw `@` after the hosts, in the path, the query or the
+///   fragment (a `/` left in a password), is refused rather than guessed
+///   at; in a URL without a `/`, an `@` in the query is taken for the end
+///   of the user info. Write an `@` after the hosts `%40`.
 /// - Hosts are separated by commas; a port is digits after a `:` (after
 ///   the `]` of an IPv6 address in brackets).
 /// - The query's settings are separated by `&`, each `key=value`.
@@ -153,18 +154,22 @@ impl StoreUrl {
                 )
             }
         };
+        // The user info ended at the last `@` before the first `/`: an
+        // `@` after it is most likely the end of a password with a `/` left
+        // raw in it, whose pieces would be read as a path, a query and a
+        // fragment.
+        if rest.contains('@') {
+            return Err(
+                "it has an `@` after the host: a `/` in a password must be written %2F (and an `@` in a path, a query or a fragment %40)"
+                    .to_owned(),
+            );
+        }
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let hosts = hosts(&rest[..end])?;
         let mut rest = &rest[end..];
         let mut path = None;
         if let Some(after) = rest.strip_prefix('/') {
             let end = after.find(['?', '#']).unwrap_or(after.len());
-            if after[..end].contains('@') {
-                return Err(
-                    "it has an `@` after the host: a `/` in a password must be written %2F (and an `@` in a path %40)"
-                        .to_owned(),
-                );
-            }
             path = Some(percent_decode(&after[..end])?);
             rest = &after[end..];
         }

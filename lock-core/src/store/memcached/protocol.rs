@@ -16,6 +16,12 @@ use super::failure::Failure;
 /// far smaller; a larger one means the key holds something else.
 const MAX_VALUE: usize = 64 * 1024;
 
+/// The longest reply line this client reads: a meta reply's line is a code,
+/// a length and a few flags, an error line a sentence. Past it, the
+/// connection is out of step (or not talking to memcached), and bytes are
+/// not buffered waiting for a line end.
+const MAX_LINE: u64 = 8 * 1024;
+
 /// The oldest memcached the store works with. 1.6.10 brought the meta
 /// protocol as the store speaks it (`ms <key> <datalen>`, the `b` flag, `HD`
 /// replies); 1.6.13 fixed `md <key> C<cas>`, which compared the CAS against
@@ -24,11 +30,11 @@ const OLDEST: Version = Version(1, 6, 13);
 
 /// The first memcached whose misses (`EN`) carry the request's opaque;
 /// older ones answer a miss with a bare `EN`.
-pub(super) const OPAQUE_MISSES: Version = Version(1, 6, 18);
+pub(crate) const OPAQUE_MISSES: Version = Version(1, 6, 18);
 
 /// A memcached version, as `VERSION 1.6.18` gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Version(u32, u32, u32);
+pub(crate) struct Version(u32, u32, u32);
 
 impl Version {
     /// `1.6.18`, `1.6.21-rc1` or `1.6.9 (tuned)`: the leading numbers.
@@ -52,19 +58,19 @@ impl fmt::Display for Version {
 /// c`), and the data block of an `ms`. The client adds `O<n>` to each
 /// command it sends and checks that the reply it reads carries the same.
 #[derive(Debug)]
-pub(super) struct Command {
+pub(crate) struct Command {
     line: String,
     data: Option<Vec<u8>>,
 }
 
 impl Command {
     /// A command without a data block (`mg`, `md`).
-    pub(super) fn new(line: String) -> Command {
+    pub(crate) fn new(line: String) -> Command {
         Command { line, data: None }
     }
 
     /// An `ms` with its data block.
-    pub(super) fn with_data(line: String, data: Vec<u8>) -> Command {
+    pub(crate) fn with_data(line: String, data: Vec<u8>) -> Command {
         Command {
             line,
             data: Some(data),
@@ -72,11 +78,11 @@ impl Command {
     }
 
     /// Only a get answers `EN`, and before 1.6.18 without the opaque.
-    pub(super) fn is_get(&self) -> bool {
+    pub(crate) fn is_get(&self) -> bool {
         self.line.starts_with("mg ")
     }
 
-    pub(super) fn write_to(&self, opaque: u64, out: &mut Vec<u8>) {
+    pub(crate) fn write_to(&self, opaque: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(self.line.as_bytes());
         out.extend_from_slice(format!(" O{opaque}\r\n").as_bytes());
         if let Some(data) = &self.data {
@@ -88,16 +94,16 @@ impl Command {
 
 /// One meta reply: its two-letter code, its flags, and the value of a `VA`.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Reply {
-    pub(super) code: Code,
+pub(crate) struct Reply {
+    pub(crate) code: Code,
     /// The flags after the code, as written (`t12`, `c34`...).
     flags: Vec<Vec<u8>>,
-    pub(super) value: Option<Vec<u8>>,
+    pub(crate) value: Option<Vec<u8>>,
 }
 
 /// The reply codes the store acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Code {
+pub(crate) enum Code {
     /// `HD`: done (stored, deleted, found without a value).
     Done,
     /// `VA`: found, with a value.
@@ -115,7 +121,7 @@ pub(super) enum Code {
 impl Reply {
     /// The numeric value of the flag `letter` (`t` for remaining TTL, `c` for
     /// CAS), if the reply carries it.
-    pub(super) fn number(&self, letter: u8) -> Option<i64> {
+    pub(crate) fn number(&self, letter: u8) -> Option<i64> {
         self.flag(letter)
             .and_then(|digits| std::str::from_utf8(digits).ok())
             .and_then(|digits| digits.parse().ok())
@@ -132,7 +138,7 @@ impl Reply {
 
 /// The version in the server's answer to `version`, if the store can use
 /// it.
-pub(super) fn supported(address: &str, line: &[u8]) -> Result<Version, Failure> {
+pub(crate) fn supported(address: &str, line: &[u8]) -> Result<Version, Failure> {
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end();
     let version = text.strip_prefix("VERSION ").and_then(Version::parse);
@@ -151,7 +157,7 @@ pub(super) fn supported(address: &str, line: &[u8]) -> Result<Version, Failure> 
 }
 
 /// Whether `reply` answers the command sent with `opaque`.
-pub(super) fn answers(
+pub(crate) fn answers(
     reply: &Reply,
     opaque: u64,
     is_get: bool,
@@ -176,16 +182,25 @@ pub(super) fn answers(
 
 /// Reads one reply. The outer error is the connection's (it must be closed);
 /// the inner one an error line from the server.
-pub(super) async fn read_reply(
+pub(crate) async fn read_reply(
     reader: &mut BufReader<impl AsyncRead + Unpin>,
     line: &mut Vec<u8>,
 ) -> io::Result<Result<Reply, String>> {
     line.clear();
-    let read = reader.read_until(b'\n', line).await?;
+    let read = (&mut *reader)
+        .take(MAX_LINE)
+        .read_until(b'\n', line)
+        .await?;
     if read == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "memcached closed the connection",
+        ));
+    }
+    if !line.ends_with(b"\n") && read as u64 == MAX_LINE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a reply line longer than {MAX_LINE} bytes"),
         ));
     }
     let text = line
@@ -299,6 +314,26 @@ mod tests {
             let refused = supported("h:1", line).expect_err("refused").to_string();
             assert!(refused.contains("1.6.13 or later"), "{refused}");
         }
+    }
+
+    // A reply line is read into memory whole: a server (or anything on
+    // the path) that sends bytes without a line end must not make the
+    // client buffer all it sends until the timeout. Found while writing
+    // the memcached fuzz target's "no unbounded allocation" property,
+    // which its inputs (4 KiB at most) cannot reach.
+    #[tokio::test]
+    async fn a_reply_line_without_an_end_is_refused_past_its_bound() {
+        let endless = vec![b'H'; 1 << 20];
+        let mut reader = BufReader::new(&endless[..]);
+        let mut line = Vec::new();
+        let read = read_reply(&mut reader, &mut line).await;
+        let error = read.expect_err("a line with no end is no reply");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        assert!(
+            line.len() <= 8 * 1024,
+            "{} bytes of one line were buffered",
+            line.len()
+        );
     }
 
     // A reply is its request's only when it carries the request's opaque;
