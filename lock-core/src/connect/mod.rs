@@ -76,7 +76,7 @@ use crate::{Error, LockManager, Result};
 /// A URL's passwords (`user:password@`, `?sentinel_password=`, Redis's
 /// `?pass=`, PostgreSQL's `password=`) never appear in the errors this
 /// returns. Every store reads its URL with one reader
-/// ([`StoreUrl`](crate::store::kit::StoreUrl): the user info runs to the
+/// (`store::kit::StoreUrl`, with the `store-kit` feature: the user info runs to the
 /// last `@` before the first `/`, so a password may hold `@`, `:`, `?`,
 /// `,` unescaped), and a URL is shown read by that same reader, with `***`
 /// in each password's place; a URL it cannot read is not shown, beyond its
