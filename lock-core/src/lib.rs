@@ -249,10 +249,19 @@
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+/// The property checks of the fuzz targets in the repository's `fuzz/`
+/// folder: not part of the API.
+#[cfg(feature = "__fuzz")]
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::fuzzing::*;
+}
 mod acquire;
 mod connect;
 mod election;
 mod error;
+#[cfg(any(test, feature = "__fuzz"))]
+mod fuzzing;
 mod giveback;
 mod guard;
 mod holder;

@@ -23,7 +23,7 @@ const WRITER_WAIT: &str = "\0writer-wait\0";
 
 /// Refuses a name with a NUL byte: its keys would fall among another
 /// name's readers and claims.
-pub(super) fn check_name(key: &str) -> Result<()> {
+pub(crate) fn check_name(key: &str) -> Result<()> {
     if key.contains('\0') {
         return Err(Error::InvalidName {
             name: key.to_owned(),
@@ -35,33 +35,33 @@ pub(super) fn check_name(key: &str) -> Result<()> {
 }
 
 /// The key of the reader holding `key` under `token`.
-pub(super) fn reader(key: &str, token: &str) -> String {
+pub(crate) fn reader(key: &str, token: &str) -> String {
     [key, READER, token].concat()
 }
 
 /// The key of the claim of the writer waiting for `key` under `token`.
-pub(super) fn claim(key: &str, token: &str) -> String {
+pub(crate) fn claim(key: &str, token: &str) -> String {
     [key, WRITER_WAIT, token].concat()
 }
 
 /// The range of keys of every reader of `key`: `(start, end)`.
-pub(super) fn readers(key: &str) -> (String, String) {
+pub(crate) fn readers(key: &str) -> (String, String) {
     range(key, READER)
 }
 
 /// The range of keys of every waiting writer's claim on `key`.
-pub(super) fn claims(key: &str) -> (String, String) {
+pub(crate) fn claims(key: &str) -> (String, String) {
     range(key, WRITER_WAIT)
 }
 
 /// The end of the range holding `key` and every companion of it.
-pub(super) fn companions_end(key: &str) -> String {
+pub(crate) fn companions_end(key: &str) -> String {
     [key, "\u{1}"].concat()
 }
 
 /// The end of the range holding `key` and its readers, and no claim: the
 /// readers sort before the claims.
-pub(super) fn readers_end(key: &str) -> String {
+pub(crate) fn readers_end(key: &str) -> String {
     readers(key).1
 }
 
@@ -76,7 +76,7 @@ fn range(key: &str, kind: &str) -> (String, String) {
 
 /// What a stored key is.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Stored<'a> {
+pub(crate) enum Stored<'a> {
     /// A name's writer (or a key this library did not write).
     Writer(&'a str),
     /// One reader of the name.
@@ -87,7 +87,7 @@ pub(super) enum Stored<'a> {
 
 impl<'a> Stored<'a> {
     /// The name the key belongs to.
-    pub(super) fn name(&self) -> &'a str {
+    pub(crate) fn name(&self) -> &'a str {
         match *self {
             Stored::Writer(name) | Stored::Reader(name) | Stored::Claim(name) => name,
         }
@@ -95,7 +95,7 @@ impl<'a> Stored<'a> {
 }
 
 /// Which name `stored` belongs to, and what it is.
-pub(super) fn parse(stored: &str) -> Stored<'_> {
+pub(crate) fn parse(stored: &str) -> Stored<'_> {
     let Some(at) = stored.find('\0') else {
         return Stored::Writer(stored);
     };

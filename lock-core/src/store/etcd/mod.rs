@@ -10,7 +10,7 @@
 
 mod config;
 mod connect;
-mod keys;
+pub(crate) mod keys;
 mod leases;
 mod listing;
 mod read;

@@ -53,13 +53,13 @@ const QUEUE: usize = 1024;
 /// at a restart), and one TCP connection reaches one process: a CAS read on
 /// a session may be used for a write only on that same session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Session(u64);
+pub(crate) struct Session(u64);
 
 /// A request's replies, and the session that gave them.
 #[derive(Debug)]
-pub(super) struct Answer {
-    pub(super) replies: Vec<Reply>,
-    pub(super) session: Session,
+pub(crate) struct Answer {
+    pub(crate) replies: Vec<Reply>,
+    pub(crate) session: Session,
 }
 
 struct Request {
@@ -350,4 +350,48 @@ async fn exchange(
         let _ = request.answer.send(answer);
     }
     Ok(step)
+}
+
+/// Runs one batch through [`exchange`] as a connection's task would, the
+/// server's side being `replies` (its bytes as read) and a sink: the
+/// requests' commands are sent with opaques counted on from `opaque`.
+/// Returns how the batch ended (`Ok(true)` when every reply was checked)
+/// and each request's answer, `None` for a request left unanswered (whose
+/// caller the task fails). For the fuzz targets and their bounded run in
+/// the unit tests ([`crate::fuzzing`]).
+#[cfg(any(test, feature = "__fuzz"))]
+pub(crate) async fn exchange_over(
+    replies: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    requests: Vec<Vec<Command>>,
+    misses_carry_opaque: bool,
+    mut opaque: u64,
+) -> (Result<bool, Failure>, Vec<Option<Result<Answer, Failure>>>) {
+    let sink: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = Box::new(tokio::io::sink());
+    let mut link = Link {
+        reader: tokio::io::BufReader::new(replies),
+        writer: tokio::io::BufWriter::new(sink),
+        session: Session(1),
+        misses_carry_opaque,
+    };
+    let mut answered = Vec::with_capacity(requests.len());
+    let mut batch = Vec::with_capacity(requests.len());
+    for commands in requests {
+        let (answer, receiver) = oneshot::channel();
+        batch.push(Request {
+            commands,
+            pin: None,
+            answer,
+        });
+        answered.push(receiver);
+    }
+    let ended = exchange(&mut link, &mut batch, &mut opaque)
+        .await
+        .map(|step| matches!(step, Step::InStep));
+    // What is left was not answered: its senders go, as the task's would.
+    drop(batch);
+    let answers = answered
+        .into_iter()
+        .map(|mut receiver| receiver.try_recv().ok())
+        .collect();
+    (ended, answers)
 }

@@ -8,7 +8,7 @@ use std::io;
 
 /// A request's failure: the connection's, or the server's answer.
 #[derive(Debug)]
-pub(super) enum Failure {
+pub(crate) enum Failure {
     Io(io::Error),
     /// A connection could not be opened, for a reason that comes with what
     /// to do about it (a TLS failure...): the whole message.

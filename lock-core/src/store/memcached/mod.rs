@@ -8,12 +8,12 @@
 //! [`failure`] (why a request failed), [`keys`] (key encoding and
 //! whole-second TTLs); this file is the store.
 
-mod client;
+pub(crate) mod client;
 mod config;
 mod dial;
-mod failure;
+pub(crate) mod failure;
 mod keys;
-mod protocol;
+pub(crate) mod protocol;
 mod target;
 pub(crate) mod url;
 

@@ -292,7 +292,9 @@ pub(crate) type Found = (i64, Vec<(Vec<u8>, i64)>, Option<u64>);
 
 /// The holder script's reply: `{kind, token, remaining ms, ...}`, or
 /// `{2, token, remaining ms, fence}`.
-pub(crate) fn holders_of(reply: Vec<::redis::Value>) -> std::result::Result<Found, ::redis::ParsingError> {
+pub(crate) fn holders_of(
+    reply: Vec<::redis::Value>,
+) -> std::result::Result<Found, ::redis::ParsingError> {
     let mut items = reply.into_iter();
     let kind: i64 = match items.next() {
         Some(kind) => ::redis::from_redis_value(kind)?,
