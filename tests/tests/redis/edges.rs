@@ -294,6 +294,69 @@ async fn a_server_that_drops_every_subscription_gets_backed_off_reconnects_not_a
     );
 }
 
+/// Waiters that come and go while the subscription is down leave a queue of
+/// "first waiter of the key" and "last waiter left" changes behind them; the
+/// listener, subscribed again to every key waited for now, must take that
+/// queue as history, not as work: a waiter that arrives then is woken once
+/// by the resubscription, not once per waiter that came and went before it.
+/// Before the fix: each queued start subscribed again and woke every waiter
+/// of the key (a Sentinel failover's backlog made waiters try 20 to 50
+/// times in a 2 s wait, with nothing released).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_that_came_and_went_while_unsubscribed_do_not_wake_the_next_one_again() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
+    let prefix = unique("backlog");
+    let store = Instrumented::new(Arc::new(
+        RedisStore::connect(&proxy.url("redis"))
+            .await
+            .expect("connect through the proxy"),
+    ));
+    let waiting = LockManager::new(store.clone()).with_prefix(prefix.clone());
+    let holder = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
+        .with_prefix(prefix)
+        .lock("held", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    // The subscription is dropped as soon as it is made: the listener backs
+    // off, and the changes queue up meanwhile.
+    proxy.drop_subscribers(true);
+    proxy.cut_all();
+    let brief = waiting
+        .lock("held", LONG)
+        .wait_for(Duration::from_millis(1));
+    // The first call may meet the command connection cut, and reconnect.
+    let mut busy = 0;
+    for _ in 0..500 {
+        if let Ok(None) = brief.acquire().await {
+            busy += 1;
+        }
+    }
+    assert!(busy >= 490, "{busy} of 500 brief waits found the lock held");
+    proxy.drop_subscribers(false);
+    let attempts = store.acquires();
+    let waited = waiting
+        .lock("held", LONG)
+        .wait_for(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("a wait");
+    assert!(waited.is_none(), "the holder holds on");
+    let tries = store.acquires() - attempts;
+    holder.release().await.expect("release");
+    // One try, one when the subscription is back and one when the listener
+    // starts listening for the key (each wakes the waiter once), one at the
+    // deadline, and a margin.
+    assert!(
+        tries <= 8,
+        "{tries} acquire attempts in a 3 s wait with nothing released"
+    );
+}
+
 /// One deadline bounds a whole call: a script the server has forgotten is
 /// reloaded and retried within what is left of `RedisConfig::timeout`, not
 /// under a fresh timeout of its own. Here each reply takes 400 ms, so

@@ -36,6 +36,8 @@ pub(super) struct ShardedListener {
     timeout: Duration,
     waiters: Arc<Waiters>,
     changes: UnboundedReceiver<Watch>,
+    /// Keys whose channels the connection is subscribed to.
+    subscribed: HashSet<Box<str>>,
     /// Keys somebody waits for whose subscription failed: tried again every
     /// [`RETRY_EVERY`] while somebody still waits.
     unsubscribed: HashSet<Box<str>>,
@@ -85,6 +87,7 @@ impl ShardedListener {
                 timeout,
                 waiters,
                 changes,
+                subscribed: HashSet::new(),
                 unsubscribed: HashSet::new(),
             }),
             Err(error) => Err((error, changes)),
@@ -102,9 +105,22 @@ impl ShardedListener {
         loop {
             tokio::select! {
                 Some(push) = self.pushes.recv() => self.on_push(push).await,
+                // A change is history by the time it is read, and the queue
+                // may hold many (waiters that came and went while a
+                // subscription hung): each is checked against who waits now
+                // and what is subscribed already, as the plain listener does
+                // (`Listener::follow`).
                 Some(change) = self.changes.recv() => match change {
-                    Watch::Start(key) => self.subscribe(key).await,
-                    Watch::Stop(key) => self.unsubscribe(&key).await,
+                    Watch::Start(key) => {
+                        if !self.subscribed.contains(&key) && self.waiters.contains(&key) {
+                            self.subscribe(key).await;
+                        }
+                    }
+                    Watch::Stop(key) => {
+                        if !self.waiters.contains(&key) {
+                            self.unsubscribe(&key).await;
+                        }
+                    }
                 },
                 _ = retry.tick(), if !self.unsubscribed.is_empty() => {
                     let keys: Vec<Box<str>> = self.unsubscribed.drain().collect();
@@ -138,6 +154,7 @@ impl ShardedListener {
                     .and_then(text)
                     .and_then(|channel| key_of_channel(channel, &self.channel));
                 if let Some(key) = key
+                    && self.subscribed.remove(key)
                     && self.waiters.contains(key)
                 {
                     tracing::debug!(key, "release subscription dropped by the server; renewing");
@@ -153,24 +170,30 @@ impl ShardedListener {
     /// Subscribes to `key`'s channel, then wakes its waiters once: a
     /// release before the subscription was confirmed went unheard. When it
     /// fails, the waiters still wake on the holder's TTL, and the
-    /// subscription is tried again shortly.
+    /// subscription is tried again shortly (and wakes them when it is
+    /// made: a wake per failed try would have them poll the store while it
+    /// cannot be reached).
     async fn subscribe(&mut self, key: Box<str>) {
         let channel = release_channel(&self.channel, &key);
         let mut connection = self.connection.clone();
         match self.deadline().bound(connection.ssubscribe(&channel)).await {
             Ok(()) => {
                 self.unsubscribed.remove(&key);
+                self.waiters.wake_key(&key);
+                self.subscribed.insert(key);
             }
             Err(error) => {
                 tracing::debug!(%error, key = &*key, "could not subscribe to releases yet");
-                self.unsubscribed.insert(key.clone());
+                self.unsubscribed.insert(key);
             }
         }
-        self.waiters.wake_key(&key);
     }
 
     async fn unsubscribe(&mut self, key: &str) {
         self.unsubscribed.remove(key);
+        if !self.subscribed.remove(key) {
+            return;
+        }
         let channel = release_channel(&self.channel, key);
         let mut connection = self.connection.clone();
         if let Err(error) = self

@@ -3,6 +3,7 @@
 //! waiters for that key (the sequence is drawn in
 //! [`RedisStore`](super::RedisStore)'s docs).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,7 +79,13 @@ pub(super) struct Listener {
     pub(super) changes: UnboundedReceiver<Watch>,
 }
 
-pub(super) type Subscription = (PubSubSink, PubSubStream);
+/// A live subscription: its connection's two halves, and the keys whose
+/// release channels it is subscribed to.
+pub(super) struct Subscription {
+    sink: PubSubSink,
+    stream: PubSubStream,
+    keys: HashSet<Box<str>>,
+}
 
 impl Listener {
     /// Subscribes through the first node that answers, starting at `start`
@@ -108,9 +115,8 @@ impl Listener {
     /// Opens a pub/sub connection to `client`'s node, subscribed to the
     /// release channel of every key somebody waits for now.
     async fn subscribe(&self, client: &Client) -> Result<Subscription, CallError<RedisError>> {
-        let channels: Vec<String> = self
-            .waiters
-            .keys()
+        let keys: HashSet<Box<str>> = self.waiters.keys().into_iter().collect();
+        let channels: Vec<String> = keys
             .iter()
             .map(|key| release_channel(&self.channel, key))
             .collect();
@@ -120,7 +126,8 @@ impl Listener {
                 if !channels.is_empty() {
                     pubsub.subscribe(&channels).await?;
                 }
-                Ok::<_, RedisError>(pubsub.split())
+                let (sink, stream) = pubsub.split();
+                Ok::<_, RedisError>(Subscription { sink, stream, keys })
             })
             .await
     }
@@ -141,9 +148,9 @@ impl Listener {
         let mut subscription = Some(first);
         let mut backoff = Backoff::new(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX, SUBSCRIPTION_HEALTHY);
         loop {
-            if let Some((sink, stream)) = subscription.take() {
+            if let Some(live) = subscription.take() {
                 let up = tokio::time::Instant::now();
-                self.serve(sink, stream).await;
+                self.serve(live).await;
                 backoff.ended_after(up.elapsed());
                 tracing::debug!(channel = %self.channel, "release subscription lost; resubscribing");
                 index += 1;
@@ -167,25 +174,25 @@ impl Listener {
     /// Dispatches messages, and subscribes and unsubscribes as keys gain
     /// their first local waiter and lose their last, until the connection
     /// ends or stops answering.
-    async fn serve(&mut self, mut sink: PubSubSink, mut stream: PubSubStream) {
+    async fn serve(&mut self, mut live: Subscription) {
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.tick().await;
         loop {
             tokio::select! {
-                message = stream.next() => {
+                message = live.stream.next() => {
                     let Some(message) = message else { return };
                     if let Ok(payload) = std::str::from_utf8(message.get_payload_bytes()) {
                         announced(&self.waiters, payload);
                     }
                 }
                 Some(change) = self.changes.recv() => {
-                    if self.follow(&mut sink, change).await.is_err() {
+                    if self.follow(&mut live, change).await.is_err() {
                         return;
                     }
                 }
                 _ = ping.tick() => {
-                    if self.deadline().bound(sink.ping::<Value>()).await.is_err() {
+                    if self.deadline().bound(live.sink.ping::<Value>()).await.is_err() {
                         return;
                     }
                 }
@@ -197,20 +204,35 @@ impl Listener {
     /// arrives, then wakes its waiters once: they registered (and may have
     /// gone to sleep) before the subscription was confirmed, and a release
     /// in between went unheard. Unsubscribes when the last one leaves.
+    ///
+    /// A change is history by the time it is read, and the queue may hold
+    /// many (waiters that came and went while the subscription was down,
+    /// made again since for the keys waited for then): each is checked
+    /// against who waits now and what the subscription already has. A key
+    /// subscribed to all along needs no wake (no release went unheard), one
+    /// nobody waits for any more needs no subscription, and one that gained
+    /// a waiter again keeps its subscription.
     async fn follow(
         &self,
-        sink: &mut PubSubSink,
+        live: &mut Subscription,
         change: Watch,
     ) -> Result<(), CallError<RedisError>> {
         match change {
             Watch::Start(key) => {
+                if live.keys.contains(&key) || !self.waiters.contains(&key) {
+                    return Ok(());
+                }
                 let channel = release_channel(&self.channel, &key);
-                self.deadline().bound(sink.subscribe(&channel)).await?;
+                self.deadline().bound(live.sink.subscribe(&channel)).await?;
                 self.waiters.wake_key(&key);
+                live.keys.insert(key);
             }
             Watch::Stop(key) => {
+                if self.waiters.contains(&key) || !live.keys.remove(&key) {
+                    return Ok(());
+                }
                 let channel = release_channel(&self.channel, &key);
-                self.deadline().bound(sink.unsubscribe(&channel)).await?;
+                self.deadline().bound(live.sink.unsubscribe(&channel)).await?;
             }
         }
         Ok(())
