@@ -640,7 +640,9 @@ pub struct Polled {
 /// [`PER_RELEASE`] for each release of their lock while they waited (each
 /// may wake them, and under contention each does), plus [`POLL_RATE`] per
 /// second they lasted (an expiry, its jitter, a resubscription that wakes
-/// every waiter). A waiter tries once, then again when a release wakes it,
+/// every waiter), plus one for each time a drop fault cut the worker's
+/// connections while it waited (each cut may lose a release, so the store
+/// wakes every waiter once it listens again). A waiter tries once, then again when a release wakes it,
 /// when the holder's lease should have run out, and at its deadline. A
 /// waiter that naps a fixed short time between tries sends 20 a second
 /// and more, releases or not: a rate alone cannot tell it from a waiter on
@@ -653,7 +655,11 @@ async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
                         extract(epoch FROM a.finished - a.wait_started)::float8,
                         (SELECT count(*) FROM \"{s}\".intervals i
                          WHERE i.name = a.name AND i.mode = a.mode
-                           AND i.ended > a.wait_started AND i.ended < a.finished)
+                           AND i.ended > a.wait_started AND i.ended < a.finished),
+                        (SELECT count(*) FROM \"{s}\".faults f
+                         WHERE f.kind = 'drop'
+                           AND (f.target = a.worker OR a.worker LIKE f.target || '.%')
+                           AND f.started < a.finished AND f.ended > a.wait_started)
                  FROM \"{s}\".attempts a"
             ),
             &[],
@@ -665,11 +671,13 @@ async fn polled(client: &Client, s: &str) -> Result<Polled, String> {
         let attempts = i64::from(row.get::<_, i32>(2));
         let seconds: f64 = row.get(3);
         let releases: i64 = row.get(4);
+        let cuts = row.get::<_, i64>(5) * CUTS_PER_DROP;
         polled.most = polled.most.max(attempts);
         if seconds >= 1.0 {
             polled.most_per_second = polled.most_per_second.max(attempts as f64 / seconds);
         }
-        if attempts as f64 > POLL_BASE + PER_RELEASE * releases as f64 + POLL_RATE * seconds {
+        let bound = POLL_BASE + PER_RELEASE * releases as f64 + cuts as f64 + POLL_RATE * seconds;
+        if attempts as f64 > bound {
             polled.calls.push(format!(
                 "{} {}: {attempts} attempts in {seconds:.2} s, {releases} releases meanwhile",
                 row.get::<_, String>(0),
@@ -688,6 +696,11 @@ const PER_RELEASE: f64 = 2.0;
 
 /// See [`polled`].
 const POLL_RATE: f64 = 2.0;
+
+/// How many times a drop fault cuts its worker's connections (see
+/// `faults::drop`); each cut may wake every waiter of the worker once, as
+/// the store listens again (see [`polled`]).
+const CUTS_PER_DROP: i64 = 10;
 
 /// How much sooner than its wait a busy call may end: none, but for the
 /// rounding of the microseconds recorded.
@@ -783,11 +796,31 @@ async fn progress(
             .or_default()
             .push(row.get(1));
     }
+    let calls = client
+        .query(
+            &format!(
+                "SELECT worker, extract(epoch FROM wait_started)::float8,
+                        extract(epoch FROM finished)::float8
+                 FROM \"{s}\".attempts"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| format!("reading the calls: {e}"))?;
+    let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for row in &calls {
+        spans
+            .entry(worker_key(row.get::<_, &str>(0)))
+            .or_default()
+            .push((row.get(1), row.get(2)));
+    }
     let at_least = (TTL * 3).as_secs_f64();
     let mut out = Vec::new();
     for worker in &context.workers_expected {
         let done = finished.get(worker.as_str()).map_or(&[][..], Vec::as_slice);
-        for (from, length) in stalls(context.working, &faults.outages(worker), done, at_least) {
+        let calls = spans.get(worker.as_str()).map_or(&[][..], Vec::as_slice);
+        let outages = until_calls_in_flight_end(&faults.outages(worker), calls);
+        for (from, length) in stalls(context.working, &outages, done, at_least) {
             out.push(Stall {
                 worker: worker.clone(),
                 from: from - context.working.0,
@@ -796,6 +829,25 @@ async fn progress(
         }
     }
     Ok(out)
+}
+
+/// `outages` (merged, in order), each lasting until the calls in flight
+/// at its end (`calls`, as `(began, finished)`) have ended: a call the
+/// fault caught may still wait for an answer the fault lost, up to its
+/// store's call bound, and the worker can finish nothing else meanwhile.
+fn until_calls_in_flight_end(outages: &[(f64, f64)], calls: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for &(from, to) in outages {
+        let to = calls
+            .iter()
+            .filter(|&&(began, finished)| began < to && finished > to)
+            .fold(to, |to, &(_, finished)| to.max(finished));
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    merged
 }
 
 /// For each kill, pause (before a write or not) or partition of a worker

@@ -699,6 +699,60 @@ async fn a_worker_that_finishes_no_call_for_three_ttls_without_a_fault_fails_the
     }
 }
 
+/// Records a call of `worker` on `n0` waiting from `from` and finished
+/// at `to` as `outcome`.
+async fn call_between(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    worker: &str,
+    (from, to): (f64, f64),
+    outcome: &str,
+) {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".attempts (worker, name, mode, wait_started, finished, outcome)
+                 VALUES ($1, 'n0', 'plain',
+                         '2026-01-01'::timestamptz + $2::float8 * interval '1 second',
+                         '2026-01-01'::timestamptz + $3::float8 * interval '1 second', $4)",
+                schema.0
+            ),
+            &[&worker, &from, &to, &outcome],
+        )
+        .await
+        .expect("attempt");
+}
+
+// A call in flight when a store-wide fault ends may still be waiting for
+// an answer the fault lost (a request to an etcd leader killed mid-call
+// is answered at the call's bound, seconds later): the worker's fault-free
+// stretch begins when that call ends, not at the fault's end. A worker
+// that then finishes nothing for 3 TTLs still stalls.
+#[tokio::test]
+async fn a_stretch_begins_when_the_call_a_fault_caught_in_flight_ends() {
+    for (next, stalled) in [(13.0, false), (17.0, true)] {
+        let Some((client, schema)) = records().await else {
+            return;
+        };
+        let origin = origin(&client).await;
+        fault(&client, &schema, FaultKind::Failover, "store", 1.0, 2.0).await;
+        call_between(&client, &schema, "w0#0", (0.0, 0.5), "ran").await;
+        call_between(&client, &schema, "w0#0", (0.5, 7.0), "error").await;
+        call_between(&client, &schema, "w0#0", (7.0, next), "busy").await;
+        call_between(&client, &schema, "w0#0", (next, 19.5), "busy").await;
+        let mut context = context(StoreKind::Etcd);
+        context.workers_expected = vec!["w0".to_owned()];
+        context.working = (origin, origin + 20.0);
+        let json = report_with(&client, &schema, context).await;
+        let count = json["stalled_workers"].as_array().expect("stalls").len();
+        assert_eq!(
+            count,
+            usize::from(stalled),
+            "next call ending at {next}: {json}"
+        );
+    }
+}
+
 // A run in which no lease was renewed, none outlived its TTL and the
 // fence never rejected a write has not tested renewal or fencing: its
 // zeros are not evidence, and the run fails saying so.
@@ -956,4 +1010,37 @@ async fn a_waiter_trying_twenty_times_a_second_polls_unless_releases_woke_it() {
         Some(0),
         "{json}"
     );
+}
+
+// A drop fault cuts a worker's connections ten times; after each cut its
+// store wakes every waiter once (a release may have gone unheard while
+// the subscription was down). A waiter that tried 20 times in 2 s, with
+// nothing released, was woken by the cuts if its own worker's connections
+// were being cut, and polled if another worker's were.
+#[tokio::test]
+async fn a_waiter_whose_connections_were_cut_may_try_once_per_cut() {
+    for (dropped, polled) in [("w0#0", 0), ("w1#0", 1)] {
+        let Some((client, schema)) = records().await else {
+            return;
+        };
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO \"{}\".attempts (worker, name, mode, wait_started, finished, outcome, store_attempts)
+                     VALUES ('w0#0.1', 'n0', 'fenced', '2026-01-01'::timestamptz,
+                             '2026-01-01'::timestamptz + interval '2 seconds', 'busy', 20)",
+                    schema.0
+                ),
+                &[],
+            )
+            .await
+            .expect("a call that tried 20 times in 2 s");
+        fault(&client, &schema, FaultKind::Drop, dropped, -1.0, 2.0).await;
+        let json = report(&client, &schema, StoreKind::RedisCluster).await;
+        assert_eq!(
+            json["polled"]["calls"].as_array().map(Vec::len),
+            Some(polled),
+            "connections of {dropped} cut: {json}"
+        );
+    }
 }
