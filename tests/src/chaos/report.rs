@@ -851,8 +851,9 @@ fn until_calls_in_flight_end(outages: &[(f64, f64)], calls: &[(f64, f64)]) -> Ve
 }
 
 /// For each kill, pause (before a write or not) or partition of a worker
-/// that held locks at that moment: how long until another worker took each
-/// of them (the longest per fault; `None`: never), and whether one stayed
+/// that held locks at that moment: how long until a new section took each
+/// of them (another worker's, or the lost holder's own once its partition
+/// or pause ended, under a fresh lease) (the longest per fault; `None`: never), and whether one stayed
 /// stuck: refused to another worker (a call that ended `busy`) after its
 /// lost lease must have ended, and before anyone took it. (A name nobody
 /// asked for stays untaken without being stuck: with long sections about,
@@ -894,8 +895,7 @@ async fn unavailability(
                    AND coalesce(i.ended, 'infinity') > f.started
                  CROSS JOIN LATERAL (
                     SELECT min(n.started) AS at FROM \"{s}\".intervals n
-                    WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started
-                      AND n.worker <> i.worker) taken
+                    WHERE n.name = i.name AND n.mode = i.mode AND n.started > f.started) taken
                  WHERE f.kind IN ('kill', 'pause', 'pause-write', 'partition')
                  GROUP BY f.id, f.kind, f.target, f.started"
             ),
@@ -945,7 +945,7 @@ pub struct Unavailable {
     pub kind: FaultKind,
     /// Its target.
     pub target: String,
-    /// How long until another worker took the last of its names; `None`:
+    /// How long until a new section took the last of its names; `None`:
     /// one was never taken again.
     pub took: Option<Duration>,
     /// Whether one of them was refused to another worker after its lease

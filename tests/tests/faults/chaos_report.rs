@@ -430,6 +430,28 @@ async fn a_name_refused_long_after_its_holder_was_killed_is_stuck() {
     }
 }
 
+// A holder cut off by a partition may take its name again itself once the
+// partition ends and its lost lease has run out: the name is taken, by a
+// fresh lease, and a worker refused it while that lease stands was refused
+// rightly, not kept out by a lease the store forgot to end.
+#[tokio::test]
+async fn a_name_the_lost_holder_took_again_itself_is_taken_not_stuck() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    plain_interval(&client, &schema, "w0#0.0", 0.0, 1.0).await;
+    fault(&client, &schema, FaultKind::Partition, "w0#0", 0.5, 5.5).await;
+    plain_interval(&client, &schema, "w0#0.0", 5.6, 9.0).await;
+    busy_attempt(&client, &schema, "w1#0.0", 7.0, 8.9).await;
+    plain_interval(&client, &schema, "w1#0.0", 9.1, 9.2).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["stuck_names"], 0, "{json}");
+    let took = json["unavailable_after_holder_lost"][0]["seconds"]
+        .as_f64()
+        .expect("measured");
+    assert!((took - 5.1).abs() < 0.01, "taken again 5.1 s after: {json}");
+}
+
 // How long a name stayed untaken is measured either way.
 #[tokio::test]
 async fn how_long_a_name_stayed_untaken_after_its_holder_was_killed_is_measured() {
