@@ -166,7 +166,7 @@ impl Faults {
                     frozen_holder
                         && touched
                         && lost.requested < fault.ended
-                        && lost.ended <= fault.ended + self.notice(lost, fault.started)
+                        && lost.ended <= self.stop_by(lost, fault)
                         && other.started >= fault.started
                         && other.started <= fault.ended + lease
                 })
@@ -175,24 +175,44 @@ impl Faults {
             .min()
     }
 
-    /// How long after a fault took `lost`'s lease its holder may go on:
-    /// until its next renewal ([`NOTICE`]), or, when its own traffic to the
-    /// store was held back or cut since `from` (its renewals could not
-    /// answer in time), until its lease's local deadline, a TTL after the
-    /// last renewal that did.
-    fn notice(&self, lost: Side<'_>, from: f64) -> f64 {
-        let impaired = self.0.iter().any(|fault| {
-            (fault.kind.network() || fault.kind.freezes())
-                && fault.target != "store"
-                && fault.hits(lost.worker)
-                && fault.started <= lost.ended
-                && fault.ended >= from
+    /// Until when, after `fault` took `lost`'s lease, its holder may go
+    /// on: until its next renewal ([`NOTICE`]), or, when its own traffic to
+    /// the store was held back or cut since the fault began (its renewals
+    /// could not answer in time), until its lease's local deadline, a TTL
+    /// after the last renewal that did. A holder frozen before that moment
+    /// can know only once it runs again: a freeze of its worker begun by
+    /// then moves the moment to a second after the freeze ended.
+    fn stop_by(&self, lost: Side<'_>, fault: &Fault) -> f64 {
+        let impaired = self.0.iter().any(|other| {
+            (other.kind.network() || other.kind.freezes())
+                && other.target != "store"
+                && other.hits(lost.worker)
+                && other.started <= lost.ended
+                && other.ended >= fault.started
         });
-        if impaired {
-            TTL.as_secs_f64() + 1.0
-        } else {
-            NOTICE
+        let mut by = fault.ended
+            + if impaired {
+                TTL.as_secs_f64() + 1.0
+            } else {
+                NOTICE
+            };
+        let mut freezes: Vec<&Fault> = self
+            .0
+            .iter()
+            .filter(|other| {
+                other.kind.freezes()
+                    && other.target != "store"
+                    && other.hits(lost.worker)
+                    && other.ended >= fault.started
+            })
+            .collect();
+        freezes.sort_by(|a, b| a.started.total_cmp(&b.started));
+        for freeze in freezes {
+            if freeze.started <= by {
+                by = by.max(freeze.ended + 1.0);
+            }
         }
+        by
     }
 
     /// The faults active within `margin` seconds of `at`, as `kind target`.

@@ -587,17 +587,47 @@ impl From<lock_core::Error> for SectionError {
     }
 }
 
-/// Notes the moment a section is dropped before it finished.
+/// Closes a section dropped before it finished, as it is dropped.
+///
+/// The lock's runtime drops a cancelled section's work before it gives
+/// the lease back, so the next holder's section can begin only after the
+/// drop. The section's end is written on the records' clock here, before
+/// the drop returns, so that order shows in the records: written later,
+/// from the moment of the drop less the time since, the end would carry
+/// however long the write took to reach the database (milliseconds on a
+/// loaded machine), and read as an overlap with a next holder that came
+/// in just after. When the write cannot be made here (no multi-threaded
+/// runtime, or it fails), the call closes the interval afterwards from
+/// the moment noted.
 struct Unfinished<'a> {
-    dropped: &'a Mutex<Option<Instant>>,
+    call: &'a Call<'a>,
     finished: bool,
 }
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            *lock(self.dropped) = Some(Instant::now());
+        if self.finished {
+            return;
         }
+        *lock(&self.call.dropped) = Some(Instant::now());
+        let Some(id) = *lock(&self.call.interval) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return;
+        }
+        let (client, prepared) = (&self.call.db.client, &self.call.db.prepared);
+        tokio::task::block_in_place(|| {
+            runtime.block_on(async {
+                let now = 0_i64;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&id, &now];
+                let closing = client.execute(&prepared.cancelled, &params);
+                let _ = tokio::time::timeout(Duration::from_secs(2), closing).await;
+            });
+        });
     }
 }
 
@@ -613,7 +643,7 @@ impl Drop for Unfinished<'_> {
 )]
 async fn fenced_section(name: &str, call: &Call<'_>) -> Result<Outcome, SectionError> {
     let mut unfinished = Unfinished {
-        dropped: &call.dropped,
+        call,
         finished: false,
     };
     let lease = lock_core::current()
@@ -749,7 +779,7 @@ impl Call<'_> {
     /// sent.
     async fn plain_section(&self, requested: i64) -> Result<(), String> {
         let mut unfinished = Unfinished {
-            dropped: &self.dropped,
+            call: self,
             finished: false,
         };
         let (client, prepared) = (&self.db.client, &self.db.prepared);

@@ -582,6 +582,30 @@ async fn a_pause_does_not_excuse_an_overlap_between_two_other_workers() {
     );
 }
 
+// A memcached restart forgets a holder's lease; the holder must stop once
+// it can know. Frozen by a pause before then, it can know only once it runs
+// again: it stops as it wakes, and the restart still explains the overlap.
+// One that goes on well past its wake ignored the loss.
+#[tokio::test]
+async fn a_holder_frozen_before_it_could_notice_a_forgotten_lease_may_stop_as_it_wakes() {
+    for (lost_ended, explained) in [(7.0, true), (9.0, false)] {
+        let Some((client, schema)) = records().await else {
+            return;
+        };
+        plain_interval(&client, &schema, "w0#0.1", 0.0, lost_ended).await;
+        fault(&client, &schema, FaultKind::Restart, "store", 0.1, 0.2).await;
+        fault(&client, &schema, FaultKind::Pause, "w0#0", 1.5, 6.5).await;
+        plain_interval(&client, &schema, "w1#0.1", 0.8, 2.0).await;
+        let json = report(&client, &schema, StoreKind::Memcached).await;
+        let cause = &json["unfenced"]["overlaps"][0]["cause"];
+        if explained {
+            assert_eq!(cause, "restart", "ended {lost_ended}: {json}");
+        } else {
+            assert_eq!(cause, &Value::Null, "ended {lost_ended}: {json}");
+        }
+    }
+}
+
 /// Records a fault on the store that touched only `names`.
 async fn store_fault_on(
     client: &tokio_postgres::Client,
