@@ -446,6 +446,19 @@ async fn from_pool_cancels_over_tls_only_as_checked_as_the_listen_url_asks() {
         )
         .await;
         assert!(cut.is_err(), "the caller drops the blocked acquire");
+        // The acquire's own statement: the first to wait on the table (the
+        // store's sweep may come to wait behind it later).
+        let first = server
+            .query(&format!(
+                "SELECT pid || ' ' || query_start FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%' \
+                 AND pid <> pg_backend_pid() ORDER BY query_start LIMIT 1"
+            ))
+            .expect("pg_stat_activity");
+        let (pid, started) = first
+            .trim()
+            .split_once(' ')
+            .unwrap_or_else(|| panic!("the cut-off acquire's statement waits: {first:?}"));
         // Past the call's deadline, when its statement is cancelled.
         let mut looked = 0;
         let waiting = loop {
@@ -464,12 +477,19 @@ async fn from_pool_cancels_over_tls_only_as_checked_as_the_listen_url_asks() {
             );
         } else {
             tokio::time::sleep(timeout * 4).await;
-            // The sweep's statements, cut off in their turn, wait too.
-            let waiting = still_waiting(server, &schema);
-            assert!(
-                waiting >= 1,
+            // That very statement, not another that came to wait since (the
+            // sweep's, cut off in their turn, wait too).
+            let same = server
+                .query(&format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                     AND pid = {pid} AND query_start = '{started}'"
+                ))
+                .expect("pg_stat_activity");
+            assert_eq!(
+                same.trim(),
+                "1",
                 "a listen URL without sslmode: no cancel request goes over TLS that checks \
-                 nothing, so the statement still waits ({waiting} waiting)"
+                 nothing, so the acquire's statement (pid {pid}) still waits"
             );
         }
         migration.batch_execute("ROLLBACK").await.expect("ROLLBACK");
