@@ -165,6 +165,85 @@ async fn a_memcached_too_old_for_the_meta_protocol_is_refused_at_connect() {
     }
 }
 
+/// A server that answers `version` as memcached 1.6.21 does, and then
+/// answers `stats settings` (or, with `at_version`, `version` itself) with
+/// bytes that never end a reply: one line without an end, or STAT lines
+/// without an `END`. It writes until the client hangs up.
+async fn endless_memcached(at_version: bool, lines: bool) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut commands = BufReader::new(read).lines();
+                while let Ok(Some(command)) = commands.next_line().await {
+                    let endless = if command == "version" && !at_version {
+                        if write.write_all(b"VERSION 1.6.21\r\n").await.is_err() {
+                            return;
+                        }
+                        continue;
+                    } else {
+                        command == "version" || command == "stats settings"
+                    };
+                    if !endless {
+                        return;
+                    }
+                    let chunk: Vec<u8> = if lines {
+                        b"STAT item_size_max 1048576\r\n".repeat(2048)
+                    } else {
+                        vec![b'V'; 64 * 1024]
+                    };
+                    // 64 MiB at most: far more than any reply line.
+                    for _ in 0..1024 {
+                        if write.write_all(&chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                    return;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// What a server writes at connect is read with bounds, as every reply is:
+/// a `version` or `stats settings` line without an end, or `stats
+/// settings` without its `END`, fails the connect at once, saying so,
+/// instead of buffering the bytes until the connect timeout. Before the
+/// fix: each was read until the timeout, and the error said only that.
+#[tokio::test]
+async fn a_server_that_never_ends_its_connect_replies_is_refused_at_once() {
+    for (at_version, lines, says) in [
+        (true, false, "longer than"),
+        (false, false, "longer than"),
+        (false, true, "lines"),
+    ] {
+        let addr = endless_memcached(at_version, lines).await;
+        let url = format!("memcache://{addr}");
+        let config = MemcachedConfig::new().timeout(Duration::from_secs(20));
+        let started = std::time::Instant::now();
+        let connected =
+            tokio::time::timeout(HANG_GUARD, MemcachedStore::connect_with(&url, config))
+                .await
+                .expect("connect answers");
+        let took = started.elapsed();
+        let error = match connected {
+            Ok(store) => panic!("an endless reply was taken for a server: {store:?}"),
+            Err(error) => error.chain().to_string(),
+        };
+        assert!(
+            error.contains(says),
+            "at version: {at_version}, lines: {lines}: the error says what was wrong: {error}"
+        );
+        assert!(
+            took < Duration::from_secs(10),
+            "refused as the bound was passed, not at the 20 s timeout ({took:?})"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // A connection out of step.
 

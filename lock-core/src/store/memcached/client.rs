@@ -35,12 +35,12 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::dial::{Dialer, Reader, Writer};
 use super::failure::Failure;
-use super::protocol::{Command, OPAQUE_MISSES, Reply, answers, read_reply, supported};
+use super::protocol::{Command, OPAQUE_MISSES, Reply, answers, read_line, read_reply, supported};
 
 /// The most requests one batch writes before reading replies.
 const BATCH: usize = 64;
@@ -200,8 +200,7 @@ async fn connect(dialer: &Dialer, timeout: Duration, session: Session) -> Result
             .map_err(Failure::Io)?;
         writer.flush().await.map_err(Failure::Io)?;
         let mut line = Vec::with_capacity(32);
-        let read = reader
-            .read_until(b'\n', &mut line)
+        let read = read_line(&mut reader, &mut line)
             .await
             .map_err(Failure::Io)?;
         if read == 0 {
@@ -230,6 +229,10 @@ async fn connect(dialer: &Dialer, timeout: Duration, session: Session) -> Result
         .map_err(|failure| dialer.explained(failure))
 }
 
+/// The most lines `stats settings` is read for: memcached 1.6 sends about
+/// 70.
+const MAX_SETTINGS: usize = 1_000;
+
 /// Refuses a memcached started with `-C` (`--disable-cas`), from its
 /// `stats settings`: it gives every item CAS 0, so no release or extend
 /// could tell a lease from the next holder's. Refused at connect, before
@@ -246,10 +249,16 @@ async fn keeps_cas(
     writer.flush().await.map_err(Failure::Io)?;
     let mut cas_enabled = None;
     let mut line = Vec::with_capacity(64);
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
+    for read_so_far in 0.. {
+        if read_so_far == MAX_SETTINGS {
+            return Err(Failure::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "`stats settings` went on for over {MAX_SETTINGS} lines without its END: not a memcached the store can use"
+                ),
+            )));
+        }
+        let read = read_line(reader, &mut line)
             .await
             .map_err(Failure::Io)?;
         if read == 0 {

@@ -151,10 +151,24 @@ pub(crate) fn supported(address: &str, line: &[u8]) -> Result<Version, Failure> 
             "memcached {version} at {address} is too old: {needs}; upgrade memcached"
         ))),
         None => Err(Failure::Unsupported(format!(
-            "the server at {address} answered `version` with {text:?}, not a memcached version: {needs}"
+            "the server at {address} answered `version` with {:?}, not a memcached version: {needs}",
+            quoted(text)
         ))),
     }
 }
+
+/// At most the first [`QUOTED`] characters of what a server sent, for an
+/// error: a reply of any length must not become an error message of that
+/// length.
+fn quoted(text: &str) -> String {
+    match text.char_indices().nth(QUOTED) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// See [`quoted`].
+const QUOTED: usize = 80;
 
 /// Whether `reply` answers the command sent with `opaque`.
 pub(crate) fn answers(
@@ -180,27 +194,39 @@ pub(crate) fn answers(
     }
 }
 
+/// Reads one line of a reply into `line` (cleared first), its end
+/// included: `Ok(0)` at the end of the stream, an error for a line longer
+/// than [`MAX_LINE`] (a server, or anything on the path, sending bytes
+/// without a line end must not make the client buffer all of them).
+pub(crate) async fn read_line(
+    reader: &mut BufReader<impl AsyncRead + Unpin>,
+    line: &mut Vec<u8>,
+) -> io::Result<usize> {
+    line.clear();
+    let read = (&mut *reader)
+        .take(MAX_LINE)
+        .read_until(b'\n', line)
+        .await?;
+    if !line.ends_with(b"\n") && read as u64 == MAX_LINE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a reply line longer than {MAX_LINE} bytes"),
+        ));
+    }
+    Ok(read)
+}
+
 /// Reads one reply. The outer error is the connection's (it must be closed);
 /// the inner one an error line from the server.
 pub(crate) async fn read_reply(
     reader: &mut BufReader<impl AsyncRead + Unpin>,
     line: &mut Vec<u8>,
 ) -> io::Result<Result<Reply, String>> {
-    line.clear();
-    let read = (&mut *reader)
-        .take(MAX_LINE)
-        .read_until(b'\n', line)
-        .await?;
+    let read = read_line(reader, line).await?;
     if read == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "memcached closed the connection",
-        ));
-    }
-    if !line.ends_with(b"\n") && read as u64 == MAX_LINE {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a reply line longer than {MAX_LINE} bytes"),
         ));
     }
     let text = line
