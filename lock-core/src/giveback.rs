@@ -124,8 +124,9 @@ impl GiveBack {
 /// is let go, connections and all, by the time its leases have ended.
 ///
 /// When no task can run the give-back (no runtime here, or the runtime is
-/// shutting down and drops new tasks unpolled), the lease ends at its TTL and
-/// a WARN says so: a lease is never left behind silently.
+/// shutting down and drops new tasks unpolled), it runs on a thread of its
+/// own ([`at_exit`]); when that fails too, the lease ends at its TTL and a
+/// WARN says so: a lease is never left behind silently.
 pub(crate) fn give_back(
     store: &Arc<dyn LockStore>,
     key: &Arc<str>,
@@ -138,17 +139,22 @@ pub(crate) fn give_back(
         why.released(key, released);
         return;
     }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(
-            key = %key,
-            "a lock future was dropped outside a tokio runtime, so its store cannot be reached: the lease ends at its ttl"
-        );
-        return;
-    };
     // An `at_least` claim ends at a fixed instant: each try shortens the
     // lease to what is left of it (and, once it has passed, releases),
     // never to the whole hold again.
     let hold_until = hold.and_then(|hold| Instant::now().checked_add(hold));
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        // Dropped where no runtime runs (a guard kept past its runtime's
+        // `block_on`): given back as one cut off by a shutdown is.
+        at_exit(Pending {
+            store: Arc::clone(store),
+            key: Arc::clone(key),
+            token: Arc::clone(token),
+            hold_until,
+            why,
+        });
+        return;
+    };
     let unfinished = Unfinished(Some(Pending {
         store: Arc::clone(store),
         key: Arc::clone(key),
@@ -291,7 +297,8 @@ const AT_EXIT: Duration = Duration::from_secs(2);
 static UNANSWERED: Mutex<Vec<(usize, std::time::Instant)>> = Mutex::new(Vec::new());
 
 /// Gives back a lease whose give-back task the runtime dropped unfinished
-/// (it shut down): on a thread and a runtime of its own, through the store
+/// (it shut down), or that was dropped where no runtime runs: on a thread
+/// and a runtime of its own, through the store
 /// opened again ([`LockStore::reopen`]), within [`AT_EXIT`]. The runtime's
 /// shutdown drops its tasks on its own threads and waits for them, so it
 /// waits for this too: a guard dropped as `#[tokio::main]` returns is given
@@ -328,7 +335,7 @@ fn at_exit(pending: Pending) {
         _ => {
             tracing::warn!(
                 key = %key,
-                "the tokio runtime shut down before a dropped lock could be given back: the lease ends at its ttl"
+                "a dropped lock could not be given back on a tokio runtime (it had shut down, or none ran where it was dropped), and its store cannot open a connection of its own: the lease ends at its ttl"
             );
             return;
         }
@@ -371,14 +378,14 @@ fn at_exit(pending: Pending) {
         Some(Err(error)) => tracing::warn!(
             key = %key,
             error = %error.chain(),
-            "the tokio runtime shut down before a dropped lock could be given back, and giving it back on a connection of its own failed: the lease ends at its ttl"
+            "a dropped lock could not be given back on a tokio runtime (it had shut down, or none ran where it was dropped), and giving it back on a connection of its own failed: the lease ends at its ttl"
         ),
         None => {
             unanswered();
             tracing::warn!(
                 key = %key,
                 timeout_ms = AT_EXIT.as_millis() as u64,
-                "the tokio runtime shut down before a dropped lock could be given back, and the store did not answer a connection of its own in time: the lease ends at its ttl"
+                "a dropped lock could not be given back on a tokio runtime (it had shut down, or none ran where it was dropped), and the store did not answer a connection of its own in time: the lease ends at its ttl"
             );
         }
     }

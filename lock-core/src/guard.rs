@@ -25,7 +25,9 @@ use crate::{LockStore, Result, token};
 /// A guard dropped without `release` or `keep` (an early return, a `?`, a
 /// panic, a cancelled future) gives the lease back by itself: at once when the
 /// store can release without I/O (memory), otherwise in a task spawned on the
-/// current tokio runtime, so drop never blocks.
+/// current tokio runtime, so drop never blocks there. Dropped outside any
+/// runtime (kept past its runtime's `block_on`), it is given back on a
+/// thread of its own, as below, before the drop returns.
 ///
 /// A runtime that shuts down before that task has given the lease back
 /// (under `#[tokio::main]`, the moment `main` returns, so a guard bound in
@@ -53,10 +55,10 @@ use crate::{LockStore, Result, token};
 /// ```
 ///
 /// [`release`](LockGuard::release) says whether the lease was still ours
-/// and returns the store's error; prefer it where that matters. Outside a
-/// runtime, or on a store that cannot open itself again (the default of
-/// [`LockStore::reopen`], for a store of another crate) or does not answer
-/// within those 2 s, the lease ends at its TTL, and a WARN says so.
+/// and returns the store's error; prefer it where that matters. On a store
+/// that cannot open itself again (the default of [`LockStore::reopen`],
+/// for a store of another crate) or does not answer within those 2 s, the
+/// lease ends at its TTL, and a WARN says so.
 /// For a lock with [`at_least`](crate::Lock::at_least), dropping early
 /// shortens the lease to its `at_least` end instead, like `release`.
 ///

@@ -158,9 +158,10 @@
 //! (`#[tokio::main]` returning) drops that task unfinished: the lease is
 //! then given back on a thread of its own, over a connection of its own
 //! ([`LockStore::reopen`]), and the shutdown waits for it, up to 2 s (see
-//! [`LockGuard`'s drop](LockGuard#dropped-unreleased)). Outside a tokio
-//! runtime no task can run it, so the lease ends at its TTL and a WARN says
-//! so. The cancellation
+//! [`LockGuard`'s drop](LockGuard#dropped-unreleased)). A guard dropped
+//! outside a tokio runtime is given back the same way, before its drop
+//! returns (up to 2 s). A store that cannot open a connection of its own
+//! leaves the lease to its TTL then, and a WARN says so. The cancellation
 //! behaviours of `lock-test-kit`'s store suites check this on every store:
 //! they cut thousands of acquires, waiting acquires and `run`s off after a
 //! random number of scheduler turns, then check that every name they
@@ -219,7 +220,7 @@
 //! | `could not renew the lock; retrying until its deadline` | WARN | `key`, `error` |
 //! | `lock reached its max_hold: no longer renewing` | WARN | `key` |
 //! | `lock lease lost: cancelled the work`, or `... while the work runs on; ...` | ERROR | `key`, `held_ms` |
-//! | `a lock future was dropped outside a tokio runtime, ...` | WARN | `key` |
+//! | `a dropped lock could not be given back on a tokio runtime ...` (no runtime, or it had shut down, and the store could not be reached on a connection of its own) | WARN | `key` |
 //!
 //! With the `metrics` feature the same operations are counted and timed
 //! (the `metrics` module lists each metric and its labels).

@@ -87,8 +87,10 @@ fn a_guard_dropped_while_its_runtime_shuts_down_says_its_lease_ends_at_its_ttl()
     assert_eq!(memory.len(), 1, "the lease was indeed left to its ttl");
 }
 
-/// The same for a guard dropped outside any runtime: a store that needs I/O
-/// cannot be reached from `drop`, and the operator is told at WARN.
+/// The same for a guard dropped outside any runtime, of a store that needs
+/// I/O and cannot open a connection of its own (this wrapper cannot; Redis
+/// can, and gives the lease back: see the Redis edges): the operator is
+/// told at WARN.
 #[test]
 fn a_guard_dropped_outside_a_runtime_says_its_lease_ends_at_its_ttl() {
     let (captured, _logging) = Captured::start();

@@ -448,6 +448,52 @@ fn at_the_bound<T: std::fmt::Debug>(outcome: lock_core::Result<T>, started: Inst
     );
 }
 
+/// A guard taken out of its runtime (returned from `block_on`, kept in a
+/// struct that outlives it) and dropped where no runtime runs is given back
+/// as one cut off by a shutdown is: on a thread and a connection of its
+/// own, before the drop returns. Before the fix it was left to its TTL,
+/// with a WARN.
+#[test]
+fn a_redis_guard_dropped_outside_any_runtime_is_given_back_before_the_drop_returns() {
+    let Some(url) = harness::redis_url() else {
+        return;
+    };
+    let (captured, _logging) = Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let prefix = unique("no-runtime");
+    let guard = runtime.block_on(async {
+        let locks = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
+            .with_prefix(prefix.clone());
+        locks
+            .lock("job", LONG)
+            .acquire()
+            .await
+            .expect("acquire")
+            .expect("free")
+    });
+    let key = guard.key().to_owned();
+    drop(guard);
+    let held = runtime.block_on(async {
+        let locks =
+            LockManager::new(RedisStore::connect(&url).await.expect("connect")).with_prefix(prefix);
+        let lock = locks.lock("job", LONG);
+        let held = lock.is_held().await.expect("is_held");
+        lock.force_release().await.expect("clean up");
+        held
+    });
+    assert!(
+        !held,
+        "the lease was given back before the guard's drop returned, not left to its ttl"
+    );
+    assert!(
+        captured.matching("WARN", &key).is_empty(),
+        "no WARN: nothing was left behind"
+    );
+}
+
 /// A Redis guard held by a task that its runtime's shutdown drops is given
 /// back before the shutdown ends: the release task it spawns never runs on
 /// that runtime, so the lease is given back on a connection of its own
