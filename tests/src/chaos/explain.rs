@@ -42,6 +42,19 @@ pub struct Fault {
 }
 
 impl Fault {
+    /// Until when the fault can make the store forget a lease: its end;
+    /// for a server clock jump, the jump itself (the fault's start; the
+    /// clock is moved as soon as the fault is recorded). Leases set while
+    /// the clock is ahead last longer once it comes back, and the rest of
+    /// the fault waits for the real time to catch up: neither can cut a
+    /// lease short.
+    pub fn forgets_until(&self) -> f64 {
+        match self.kind {
+            FaultKind::ServerClock => self.started + JUMP_SLACK,
+            _ => self.ended,
+        }
+    }
+
     /// Whether it can take the lease of `lock` (`fenced:n0`).
     fn touches(&self, lock: &str) -> bool {
         self.names
@@ -107,6 +120,10 @@ pub struct Side<'a> {
 /// ignored the loss, and its overlap is not the fault's.
 pub const NOTICE: f64 = TTL.as_secs_f64() / 3.0 + 1.0;
 
+/// How long after a server clock jump is recorded the servers' clock may
+/// still be moving: it is moved as soon as the record is written.
+pub const JUMP_SLACK: f64 = 0.5;
+
 /// How long after a fault ends a waiter may still be deaf to a release: a
 /// subscription cut by it is made again after a backoff (a second at
 /// most), and a release it held back is retried.
@@ -165,10 +182,10 @@ impl Faults {
                     let touched = fault.kind.freezes() || fault.touches(lock);
                     frozen_holder
                         && touched
-                        && lost.requested < fault.ended
+                        && lost.requested < fault.forgets_until()
                         && lost.ended <= self.stop_by(lost, fault)
                         && other.started >= fault.started
-                        && other.started <= fault.ended + lease
+                        && other.started <= fault.forgets_until() + lease
                 })
             })
             .map(|fault| fault.kind)
@@ -190,7 +207,7 @@ impl Faults {
                 && other.started <= lost.ended
                 && other.ended >= fault.started
         });
-        let mut by = fault.ended
+        let mut by = fault.forgets_until()
             + if impaired {
                 TTL.as_secs_f64() + 1.0
             } else {

@@ -606,6 +606,38 @@ async fn a_holder_frozen_before_it_could_notice_a_forgotten_lease_may_stop_as_it
     }
 }
 
+// A Redis server whose clock jumps 5 s ahead forgets the leases it holds
+// at that moment: it explains an overlap with one of those. It cannot
+// shorten a lease taken after the jump (set on the clock ahead, such a lease
+// lasts longer when the clock comes back), though the fault, waiting for
+// the real time to catch up, lasts 7 s: a lease answered late and taken
+// then overlaps unexplained.
+#[tokio::test]
+async fn a_server_clock_jump_explains_only_leases_it_found_in_the_store() {
+    for (requested, other, explained) in [(-1.0, 0.5, true), (5.0, 6.0, false)] {
+        let Some((client, schema)) = records().await else {
+            return;
+        };
+        fault(&client, &schema, FaultKind::ServerClock, "store", 0.0, 7.0).await;
+        plain_interval_requested(
+            &client,
+            &schema,
+            "w0#0.1",
+            requested,
+            (requested + 0.1, other + 0.5),
+        )
+        .await;
+        plain_interval(&client, &schema, "w1#0.1", other, other + 1.0).await;
+        let json = report(&client, &schema, StoreKind::Redis).await;
+        let cause = &json["unfenced"]["overlaps"][0]["cause"];
+        if explained {
+            assert_eq!(cause, "server-clock", "requested at {requested}: {json}");
+        } else {
+            assert_eq!(cause, &Value::Null, "requested at {requested}: {json}");
+        }
+    }
+}
+
 /// Records a fault on the store that touched only `names`.
 async fn store_fault_on(
     client: &tokio_postgres::Client,
