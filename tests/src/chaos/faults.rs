@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::MutexGuard;
 use tokio::time::Instant;
 
+use super::explain::RIVAL;
 use super::report::Injected;
 use super::run::{Run, Slot, spawn_worker, wait_ready};
 use super::schedule::Planned;
@@ -525,7 +526,7 @@ async fn rival(
     let id = (rand::random::<u64>() >> 1) as i64;
     let requested = i64::try_from(guard.held_for().as_micros()).unwrap_or(i64::MAX);
     let row = db
-        .query_one(&statements.enter, &[&name, &"rival", &id, &requested])
+        .query_one(&statements.enter, &[&name, &RIVAL, &id, &requested])
         .await
         .map_err(|e| format!("the rival's section: {e}"))?;
     let value: i64 = row.get(1);

@@ -563,7 +563,8 @@ async fn totals(client: &Client, s: &str) -> Result<Totals, String> {
 
 /// Pairs of critical sections of one lock that ran at once, each matched
 /// to the fault that explains it. A killed worker's open section ends at
-/// its kill; any other section left open (a worker that died on its own,
+/// its kill (one whose start was recorded as the kill was under way, the
+/// signal on its way, ends there too); any other section left open (a worker that died on its own,
 /// a rival cut off as the run ended) lasts until the records are read.
 async fn overlaps(
     client: &Client,
@@ -577,10 +578,11 @@ async fn overlaps(
                 "WITH iv AS (
                     SELECT i.id, i.name, i.worker, i.started,
                            coalesce(i.requested, i.started) AS requested,
-                           coalesce(i.ended, (SELECT min(f.started) FROM \"{s}\".faults f
+                           coalesce(i.ended, (SELECT min(greatest(f.started, i.started))
+                                              FROM \"{s}\".faults f
                                               WHERE f.kind = 'kill'
                                                 AND (f.target = i.worker OR i.worker LIKE f.target || '.%')
-                                                AND f.started >= i.started),
+                                                AND f.ended >= i.started),
                                     clock_timestamp()) AS e
                     FROM \"{s}\".intervals i WHERE i.mode = $1)
                  SELECT a.name, a.worker, b.worker,

@@ -638,6 +638,40 @@ async fn a_server_clock_jump_explains_only_leases_it_found_in_the_store() {
     }
 }
 
+// A section whose start was recorded a moment after its worker's kill was
+// (the signal on its way as the worker wrote it) ended with the kill: it
+// overlaps nothing that began after the worker died. Before the fix it was
+// open until the end of the run, and overlapped every later section.
+#[tokio::test]
+async fn a_section_begun_as_its_worker_was_killed_ends_with_the_kill() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    never_closed(&client, &schema, "w0#0.0").await;
+    fault(&client, &schema, FaultKind::Kill, "w0#0", -0.0002, 0.5).await;
+    plain_interval(&client, &schema, "w1#0.0", 4.0, 4.1).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(json["unfenced"]["overlaps"], Value::Array(vec![]), "{json}");
+}
+
+// The late fault's rival holds its name a TTL, renewing nothing: a clock
+// jump that cut its lease short explains the next holder beside it, though
+// it held on past the time a renewing holder would have stopped by.
+#[tokio::test]
+async fn a_rival_whose_lease_a_clock_jump_cut_short_holds_its_ttl_explained() {
+    let Some((client, schema)) = records().await else {
+        return;
+    };
+    fault(&client, &schema, FaultKind::ServerClock, "store", 0.0, 7.0).await;
+    plain_interval_requested(&client, &schema, "rival", -0.2, (-0.2, 2.8)).await;
+    plain_interval(&client, &schema, "w1#0.1", 2.5, 2.6).await;
+    let json = report(&client, &schema, StoreKind::Redis).await;
+    assert_eq!(
+        json["unfenced"]["overlaps"][0]["cause"], "server-clock",
+        "{json}"
+    );
+}
+
 /// Records a fault on the store that touched only `names`.
 async fn store_fault_on(
     client: &tokio_postgres::Client,
