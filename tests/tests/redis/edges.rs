@@ -245,24 +245,10 @@ async fn a_server_that_drops_every_subscription_gets_backed_off_reconnects_not_a
     let Some(url) = harness::redis_url() else {
         return;
     };
-    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
     // Not "subscribe": the proxy drops any connection whose bytes contain
     // that word, and a key holding it would cut the command connection on
     // every call, counting its reconnects as the subscription's.
-    let prefix = unique("resub");
-    let store = Instrumented::new(Arc::new(
-        RedisStore::connect(&proxy.url("redis"))
-            .await
-            .expect("connect through the proxy"),
-    ));
-    let waiting = LockManager::new(store.clone()).with_prefix(prefix.clone());
-    let holder = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
-        .with_prefix(prefix)
-        .lock("held", LONG)
-        .acquire()
-        .await
-        .expect("acquire")
-        .expect("free");
+    let (proxy, store, waiting, holder) = held_behind_a_proxy(&url, "resub").await;
     let waiters: Vec<_> = (0..WAITERS)
         .map(|_| {
             let lock = waiting.lock("held", LONG).wait_for(LONG);
@@ -294,6 +280,31 @@ async fn a_server_that_drops_every_subscription_gets_backed_off_reconnects_not_a
     );
 }
 
+/// A proxy in front of the Redis at `url`, a store through it (counting
+/// its acquires) with the locks of a prefix of its own (`what`), and the
+/// guard of `held` in that prefix, taken directly.
+async fn held_behind_a_proxy(
+    url: &str,
+    what: &str,
+) -> (Proxy, Instrumented, LockManager, lock_core::LockGuard) {
+    let proxy = Proxy::start(&host_port(url)).await.expect("proxy");
+    let prefix = unique(what);
+    let store = Instrumented::new(Arc::new(
+        RedisStore::connect(&proxy.url("redis"))
+            .await
+            .expect("connect through the proxy"),
+    ));
+    let waiting = LockManager::new(store.clone()).with_prefix(prefix.clone());
+    let holder = LockManager::new(RedisStore::connect(url).await.expect("connect"))
+        .with_prefix(prefix)
+        .lock("held", LONG)
+        .acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    (proxy, store, waiting, holder)
+}
+
 /// Waiters that come and go while the subscription is down leave a queue of
 /// "first waiter of the key" and "last waiter left" changes behind them; the
 /// listener, subscribed again to every key waited for now, must take that
@@ -307,21 +318,7 @@ async fn waiters_that_came_and_went_while_unsubscribed_do_not_wake_the_next_one_
     let Some(url) = harness::redis_url() else {
         return;
     };
-    let proxy = Proxy::start(&host_port(&url)).await.expect("proxy");
-    let prefix = unique("backlog");
-    let store = Instrumented::new(Arc::new(
-        RedisStore::connect(&proxy.url("redis"))
-            .await
-            .expect("connect through the proxy"),
-    ));
-    let waiting = LockManager::new(store.clone()).with_prefix(prefix.clone());
-    let holder = LockManager::new(RedisStore::connect(&url).await.expect("connect"))
-        .with_prefix(prefix)
-        .lock("held", LONG)
-        .acquire()
-        .await
-        .expect("acquire")
-        .expect("free");
+    let (proxy, store, waiting, holder) = held_behind_a_proxy(&url, "backlog").await;
     // The subscription is dropped as soon as it is made: the listener backs
     // off, and the changes queue up meanwhile.
     proxy.drop_subscribers(true);
