@@ -613,6 +613,11 @@ impl Drop for Unfinished<'_> {
         let Some(id) = *lock(&self.call.interval) else {
             return;
         };
+        // Unwinding: no blocking here (a second panic would abort); the call
+        // closes the interval from the moment noted, if it gets the chance.
+        if std::thread::panicking() {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
